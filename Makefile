@@ -1,0 +1,47 @@
+# The README's two commands: `make run` and `make test`. Both set themselves up on a fresh
+# machine (a virtualenv in .venv with herald installed editable, plus the test tools).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DATA_DIR ?= data
+PYTEST_ARGS ?=
+
+.PHONY: install run test test-slow lint format bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+## Start the broker with its default plugins and a store in ./data.
+run: install
+	$(VENV)/bin/herald run --data-dir $(DATA_DIR)
+
+## Lint, then the whole default test tier.
+test: install
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+## The long tier: crash loops, fuzzing, soaks.
+test-slow: install
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+## Kernel micro-benchmarks (JSON on stdout).
+bench: install
+	$(PY) benchmarks/kernel.py
+	$(PY) benchmarks/topic_routing.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

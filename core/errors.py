@@ -1,0 +1,84 @@
+"""The kernel's errors.
+
+Kernel operations fail with the same conditions RabbitMQ reports, so every protocol plugin can
+map one kernel error to its own wire answer: an AMQP reply code, an MQTT reason code, a STOMP
+ERROR frame. Each error carries `reply_code` (the AMQP 0-9-1 code, the most specific vocabulary
+of the three) and says whether it is fatal to the whole connection or only to the operation.
+"""
+
+from __future__ import annotations
+
+
+class HeraldError(Exception):
+    """Base of every error herald raises on purpose."""
+
+
+class KernelError(HeraldError):
+    """An operation on the kernel's model was refused.
+
+    `reply_code` and `reply_text` follow AMQP 0-9-1 (RabbitMQ); `connection_level` says the
+    condition ends the connection rather than just the channel / subscription.
+    """
+
+    reply_code: int = 541
+    connection_level: bool = False
+
+    def __init__(self, reply_text: str) -> None:
+        super().__init__(reply_text)
+        self.reply_text = reply_text
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.reply_code}, {self.reply_text!r})"
+
+
+class AccessRefused(KernelError):
+    """403: the user may not do this, or an exclusive resource belongs to someone else."""
+
+    reply_code = 403
+
+
+class NotFound(KernelError):
+    """404: the exchange, queue or virtual host does not exist."""
+
+    reply_code = 404
+
+
+class ResourceLocked(KernelError):
+    """405: the queue is exclusive to another connection, or has an exclusive consumer."""
+
+    reply_code = 405
+
+
+class PreconditionFailed(KernelError):
+    """406: redeclared with other properties, bad argument, if-unused / if-empty not met."""
+
+    reply_code = 406
+
+
+class NotAllowed(KernelError):
+    """530: the operation is not allowed in this state (e.g. unknown virtual host)."""
+
+    reply_code = 530
+    connection_level = True
+
+
+class ResourceError(KernelError):
+    """506: the broker is out of a resource (e.g. too many channels)."""
+
+    reply_code = 506
+    connection_level = True
+
+
+class InternalError(KernelError):
+    """541: the broker failed in a way that is not the client's fault."""
+
+    reply_code = 541
+    connection_level = True
+
+
+class ConfigError(HeraldError):
+    """The configuration is invalid; the message names the key."""
+
+
+class PluginError(HeraldError):
+    """A plugin is unknown, cannot be loaded, or implements a hook wrongly."""

@@ -1,0 +1,106 @@
+"""The store interface: what the kernel needs from a storage backend.
+
+Backends are plugins (hook `herald_storage_backends`); the in-memory store and the commit-log
+store implement this same interface and pass one contract suite (tests/store_contract.py).
+
+The shape follows RocketMQ's store adapted to queues with acks:
+- a message is appended once, whatever the number of durable queues it was routed to; each
+  target is a (queue id, queue offset) pair, like one consume-queue entry per queue;
+- `append` is synchronous and never blocks the Trio thread: it hands the record to the backend
+  and returns a *ticket*, a number that grows with each append. Durability is asynchronous:
+  everything with a ticket at or below `durable_ticket` is safe, and `wait_durable(ticket)`
+  returns once it is. Many publishers waiting on nearby tickets share one flush (group commit);
+- acks arrive out of order, one (queue id, queue offset) at a time;
+- metadata (virtual hosts, exchanges, queues, bindings, users, permissions, and whatever plugins
+  keep, e.g. retained MQTT messages) is a small map of JSON-able records by (kind, key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    from herald.core.message import CodecRegistry, Message
+
+MetadataValue = Mapping[str, Any]
+"""A metadata record: JSON-able (str keys; str, int, float, bool, None, lists, dicts)."""
+
+
+@attrs.frozen
+class QueueTarget:
+    """One place a stored message belongs: a durable queue and the message's offset in it."""
+
+    queue_id: int
+    queue_offset: int
+
+
+@attrs.frozen
+class StoredEntry:
+    """A message recovered for a queue: what it needs to be delivered again."""
+
+    queue_offset: int
+    message: Message
+    delivery_count: int
+
+
+@attrs.frozen
+class StoreStatistics:
+    """A snapshot of a store's counters, for the management API and benchmarks."""
+
+    messages: int
+    bytes: int
+    appended_ticket: int
+    durable_ticket: int
+
+
+class Store(Protocol):
+    """A storage backend. All methods are called from the broker's Trio thread."""
+
+    async def open(self, codecs: CodecRegistry) -> None:
+        """Open (and after a crash, recover) the store. Called once, before any other call."""
+
+    async def close(self) -> None:
+        """Flush what is pending and close. Nothing is called after it."""
+
+    # -- metadata --------------------------------------------------------------------------
+    def load_metadata(self) -> Mapping[str, Mapping[str, MetadataValue]]:
+        """Every metadata record, as {kind: {key: value}}."""
+
+    def put_metadata(self, kind: str, key: str, value: MetadataValue | None) -> int:
+        """Insert, replace or (value None) delete one record; returns a durability ticket."""
+
+    # -- messages --------------------------------------------------------------------------
+    def append(self, message: Message, targets: Sequence[QueueTarget]) -> int:
+        """Store `message` for each target and return its ticket. Never blocks.
+
+        Raises `herald.core.errors.ResourceError` when the store cannot take the message
+        (disk full, disk alarm): the publisher must be told, and nothing is half-stored.
+        """
+
+    @property
+    def durable_ticket(self) -> int:
+        """Every append or metadata change with a ticket at or below this is durable."""
+
+    async def wait_durable(self, ticket: int) -> None:
+        """Return once `ticket` is durable (at once if it is already).
+
+        Raises `ResourceError` if the write behind the ticket failed.
+        """
+
+    def ack(self, queue_id: int, queue_offset: int) -> None:
+        """The message at `queue_offset` has left queue `queue_id` (acked, expired, dropped)."""
+
+    def note_delivery(self, queue_id: int, queue_offset: int, delivery_count: int) -> None:
+        """Record that a message went back to its queue after `delivery_count` deliveries."""
+
+    def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
+        """The queue's un-acked messages, in queue-offset order, after `open`."""
+
+    def delete_queue(self, queue_id: int) -> None:
+        """Forget every message of a deleted queue."""
+
+    def statistics(self) -> StoreStatistics:
+        """Counters for monitoring."""
