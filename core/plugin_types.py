@@ -1,0 +1,135 @@
+"""The values plugin hooks return (see `herald.core.hookspecs`).
+
+Hooks hand the kernel descriptions, not running things: a protocol is a name plus an async
+`serve` callable the kernel starts in its own nursery, a storage backend is a factory, a
+service is an async callable. The kernel decides when and where each one runs, so no plugin
+starts a task of its own (STYLE.md item 15). The types are frozen: a description, once
+returned, is what the kernel relies on.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from herald.core.errors import PluginError
+
+if TYPE_CHECKING:
+    from herald.core.store import Store
+
+TRANSPORTS = frozenset({"tcp", "tls", "ws", "wss", "http", "https"})
+"""What a `Listener` may say it speaks beneath its protocol."""
+
+_SECTION_NAME = re.compile(r"[A-Za-z0-9_-]+\Z")
+
+
+@attrs.frozen
+class PluginInfo:
+    """What `herald plugins` shows for one plugin."""
+
+    name: str
+    description: str
+    version: str = ""
+
+
+def _check_config_class(instance: ConfigSection, attribute: attrs.Attribute, value: type) -> None:
+    if not (isinstance(value, type) and attrs.has(value)):
+        raise PluginError(
+            f"config section {instance.name!r}: {value!r} is not an attrs class; "
+            "declare it with @attrs.frozen"
+        )
+    missing = [f.name for f in attrs.fields(value) if f.default is attrs.NOTHING]
+    if missing:
+        raise PluginError(
+            f"config section {instance.name!r}: {value.__name__} needs a default for "
+            f"{', '.join(missing)} (a section left out of the config file uses the defaults)"
+        )
+
+
+def _check_section_name(instance: ConfigSection, attribute: attrs.Attribute, value: str) -> None:
+    if not _SECTION_NAME.match(value):
+        raise PluginError(
+            f"config section name {value!r} must be a TOML bare key (letters, digits, _ and -)"
+        )
+
+
+@attrs.frozen
+class ConfigSection:
+    """A plugin's section of the TOML config file (`[name]`) and the class it structures into.
+
+    `config_class` is a frozen attrs class with a default for every field, so a config file
+    without the section still yields a complete config.
+    """
+
+    name: str = attrs.field(validator=_check_section_name)
+    config_class: type = attrs.field(validator=_check_config_class)
+
+
+@attrs.frozen
+class Listener:
+    """One address a protocol listens on, as bound (the real port, never 0 once started)."""
+
+    protocol: str
+    transport: str = attrs.field(validator=attrs.validators.in_(TRANSPORTS))
+    host: str
+    port: int = attrs.field(validator=[attrs.validators.ge(0), attrs.validators.le(65535)])
+
+
+@attrs.frozen
+class ProtocolSpec:
+    """A protocol a plugin serves.
+
+    `serve(broker, config, *, task_status)` is run by the kernel as
+    `await nursery.start(spec.serve, broker, config)`: it binds its listeners, calls
+    `task_status.started(list[Listener])`, then serves until cancelled. `config` is the
+    structured config section named like the protocol (None if the plugin declares none).
+
+    `sniff(prefix)` (optional) recognises the protocol from a connection's first bytes, for a
+    port shared by several protocols: True = this protocol, False = not this one, None = need
+    more bytes. It never needs more than `sniff_bytes` bytes.
+    """
+
+    name: str
+    description: str
+    serve: Callable[..., Awaitable[None]]
+    sniff: Callable[[bytes], bool | None] | None = None
+    sniff_bytes: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+
+    def __attrs_post_init__(self) -> None:
+        if self.sniff is not None and self.sniff_bytes == 0:
+            raise PluginError(f"protocol {self.name!r} has a sniff function but sniff_bytes=0")
+
+
+@attrs.frozen
+class StorageBackend:
+    """A store implementation: `factory(config_or_None, data_dir)` returns an unopened Store."""
+
+    name: str
+    description: str
+    factory: Callable[[Any, pathlib.Path], Store]
+
+
+@attrs.frozen
+class ManagementRoute:
+    """An HTTP route the management plugin mounts (e.g. "GET", "/api/echo/stats")."""
+
+    method: str
+    path: str
+    handler: Callable[..., Any]
+    description: str
+
+
+@attrs.frozen
+class Service:
+    """A background task: the kernel runs `await nursery.start(service.run, broker)`.
+
+    `run(broker, *, task_status)` calls `task_status.started()` once it is ready, then runs
+    until the broker's nursery is cancelled.
+    """
+
+    name: str
+    run: Callable[..., Awaitable[None]]
