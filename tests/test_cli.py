@@ -1,0 +1,356 @@
+"""The `herald` command: in-process through click's CliRunner, and as a real process.
+
+Errors a user can fix end in exactly one stderr line and exit code 2. `herald run` is run as a
+real process, because signals and exit codes are the point.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from herald.core.cli import main
+from herald.core.errors import ConfigError
+from herald.core.log import configure_logging, reset_logging
+
+TESTS = Path(__file__).resolve().parent
+EXAMPLE_PLUGIN = TESTS / "example_plugin"
+BROKEN_PLUGIN = TESTS / "broken_plugin"
+HERALD_ENV = ("HERALD_DISABLE_PLUGIN_AUTOLOAD", "HERALD_BLOCKED_PLUGINS", "HERALD_CONFIG")
+
+
+@pytest.fixture(autouse=True)
+def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in HERALD_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Install the example (echo) and the broken plugin: their dist-info makes entry points."""
+    monkeypatch.syspath_prepend(str(EXAMPLE_PLUGIN))
+    monkeypatch.syspath_prepend(str(BROKEN_PLUGIN))
+
+
+def invoke(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), prog_name="herald", catch_exceptions=False)
+
+
+def one_error_line(result: Result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("herald: error: ")
+    assert result.stdout == ""
+    return lines[0]
+
+
+# -- herald config check -----------------------------------------------------------------------
+
+
+def test_config_check_ok(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text('[broker]\nnode_name = "n@h"\n[memory]\nhigh_watermark = "40%"\n')
+    result = invoke("config", "check", str(path))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout == f"ok: {path}\n"
+
+
+def test_config_check_unknown_key(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text("[broker]\ngracefull_timeout = 1\n")
+    line = one_error_line(invoke("config", "check", str(path)))
+    assert line.startswith("herald: error: config: unknown key 'broker.gracefull_timeout'")
+    assert "did you mean 'broker.graceful_timeout'?" in line
+
+
+def test_config_check_applies_set(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text("")
+    line = one_error_line(invoke("config", "check", str(path), "--set", "memory.check_interval=x"))
+    assert line == "herald: error: config: memory.check_interval: expected a number, got 'x'"
+    assert invoke("config", "check", str(path), "--set", "memory.check_interval=2").exit_code == 0
+
+
+def test_config_check_reports_several_errors_on_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text(
+        '[broker]\ngraceful_timeout = "5"\nnode_name = 1\n[memory]\ncheck_interval = 0\n'
+    )
+    line = one_error_line(invoke("config", "check", str(path)))
+    assert "broker.graceful_timeout: expected a number, got '5'" in line
+    assert "broker.node_name: expected a string, got 1" in line
+    assert "memory.check_interval: must be more than 0" in line
+
+
+def test_config_check_bad_toml_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text("[broker\n")
+    assert "invalid TOML" in one_error_line(invoke("config", "check", str(path)))
+    missing = tmp_path / "missing.toml"
+    assert "missing.toml" in one_error_line(invoke("config", "check", str(missing)))
+
+
+def test_config_check_checks_plugin_names_and_store(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text('[broker]\nplugins = ["nope"]\n')
+    assert "'nope'" in one_error_line(invoke("config", "check", str(path)))
+    path.write_text('[store]\nbackend = "tape"\n')
+    line = one_error_line(invoke("config", "check", str(path)))
+    assert "store.backend" in line
+    assert "'tape'" in line
+
+
+def test_config_check_validates_an_installed_plugins_section(
+    tmp_path: Path, installed: None
+) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text('[broker]\nplugins = []\n[echo]\nport = "x"\n')
+    line = one_error_line(invoke("config", "check", str(path)))
+    assert line == "herald: error: config: echo.port: expected an integer, got 'x'"
+
+
+# -- herald plugins ----------------------------------------------------------------------------
+
+
+def test_plugins_table(installed: None) -> None:
+    result = invoke("plugins")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "VERSION", "DESCRIPTION"]
+    echo = next(line for line in lines if line.startswith("echo "))
+    assert echo.split(None, 2) == ["echo", "0.1", "Line echo protocol (example plugin)"]
+    broken = lines.index("broken:")
+    assert "frobnicate" in lines[broken + 1]
+    assert lines[broken + 1].split()[0] == "broken"
+
+
+def test_plugins_json(installed: None) -> None:
+    result = invoke("plugins", "--json")
+    assert result.exit_code == 0, result.stderr
+    listing = json.loads(result.stdout)
+    echo = next(p for p in listing["plugins"] if p["name"] == "echo")
+    assert echo == {
+        "name": "echo",
+        "version": "0.1",
+        "description": "Line echo protocol (example plugin)",
+    }
+    assert "frobnicate" in listing["broken"]["broken"]
+    assert "\n" not in listing["broken"]["broken"]
+
+
+def test_version() -> None:
+    result = invoke("--version")
+    assert result.exit_code == 0
+    assert re.fullmatch(r"herald, version \S+\n", result.stdout)
+
+
+def test_run_with_a_bad_config_in_process(tmp_path: Path) -> None:
+    line = one_error_line(invoke("run", "--data-dir", str(tmp_path), "--set", "store=1"))
+    assert line == "herald: error: config: store: expected a table, got 1"
+
+
+def test_run_with_an_unknown_store_in_process(tmp_path: Path) -> None:
+    result = invoke(
+        "run",
+        "--data-dir",
+        str(tmp_path),
+        "--set",
+        "broker.plugins=[]",
+        "--set",
+        "store.backend=tape",
+    )
+    assert "store.backend: unknown store 'tape'" in one_error_line(result)
+
+
+# -- logging -----------------------------------------------------------------------------------
+
+
+LINE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (\w+) ([\w.]+): (.*)")
+
+
+def test_log_lines() -> None:
+    stream = io.StringIO()
+    try:
+        configure_logging("info", stream)
+        logging.getLogger("herald.core.broker").info("hello %s", "world")
+        logging.getLogger("herald.core.broker").debug("not shown")
+        logging.getLogger("herald.x").warning("forged?\n2026-01-01T00:00:00.000Z INFO x: y")
+    finally:
+        reset_logging()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2
+    first, second = (LINE.fullmatch(line) for line in lines)
+    assert first is not None and second is not None
+    assert first.groups() == ("INFO", "herald.core.broker", "hello world")
+    assert second.groups()[:2] == ("WARNING", "herald.x")
+    assert "\\n2026" in second.group(3)
+
+
+def test_logging_reconfiguration_replaces_the_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    try:
+        configure_logging("info", first)
+        configure_logging("debug", second)
+        logging.getLogger("herald.core").debug("once")
+    finally:
+        reset_logging()
+    assert first.getvalue() == ""
+    assert second.getvalue().count("once") == 1
+    with pytest.raises(ConfigError, match="loud"):
+        configure_logging("loud")
+
+
+# -- herald as a real process ------------------------------------------------------------------
+
+
+def herald_process(*args: str, plugins: bool = True) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if k not in HERALD_ENV}
+    if plugins:
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(EXAMPLE_PLUGIN), env.get("PYTHONPATH")])
+        )
+    return subprocess.Popen(
+        [sys.executable, "-m", "herald.core.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def run_to_end(*args: str) -> tuple[int, str, str]:
+    proc = herald_process(*args)
+    try:
+        out, err = proc.communicate(timeout=60)  # a hang guard, not a timing assertion
+    finally:
+        proc.kill()
+    return proc.returncode, out, err
+
+
+def test_process_unknown_plugin(tmp_path: Path) -> None:
+    code, out, err = run_to_end("run", "--data-dir", str(tmp_path), "--plugins", "echo,nope")
+    assert code == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("herald: error: ")
+    assert "'nope'" in lines[0]
+
+
+def test_process_bad_config_value(tmp_path: Path) -> None:
+    path = tmp_path / "herald.toml"
+    path.write_text("[broker]\ngraceful_timeout = 'soon'\n")
+    code, _out, err = run_to_end("run", "--config", str(path), "--data-dir", str(tmp_path))
+    assert code == 2
+    assert err.splitlines() == [
+        "herald: error: config: broker.graceful_timeout: expected a number, got 'soon'"
+    ]
+
+
+class LineReader:
+    """Collects a process's stderr lines on a thread, so the test can wait for one."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: io.TextIOBase) -> None:
+        for line in stream:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, needle: str, timeout: float = 60) -> str:
+        while True:
+            line = self._queue.get(timeout=timeout)  # a hang guard, not a timing assertion
+            if line is None:
+                raise AssertionError(f"stderr ended before {needle!r}:\n" + "\n".join(self.lines))
+            self.lines.append(line)
+            if needle in line:
+                return line
+
+    def rest(self) -> list[str]:
+        self._thread.join(timeout=10)
+        while not self._queue.empty():
+            line = self._queue.get()
+            if line is not None:
+                self.lines.append(line)
+        return self.lines
+
+
+@pytest.fixture
+def broker_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], LineReader]]:
+    proc = herald_process(
+        "run", "--data-dir", str(tmp_path / "data"), "--plugins", "echo", "--set", "echo.port=0"
+    )
+    assert proc.stderr is not None
+    try:
+        yield proc, LineReader(proc.stderr)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_process_runs_and_stops_cleanly_on_sigterm(
+    tmp_path: Path, broker_process: tuple[subprocess.Popen[str], LineReader]
+) -> None:
+    proc, stderr = broker_process
+    listening = stderr.wait_for("listening: ")
+    assert re.search(r"INFO herald\.core\.cli: listening: echo tcp 127\.0\.0\.1:\d+$", listening)
+    started = stderr.wait_for("herald started")
+    assert f"data dir {tmp_path / 'data'}" in started
+    assert LINE.fullmatch(started)
+    proc.send_signal(signal.SIGTERM)
+    # The issue's requirement: "stops cleanly on SIGTERM in under 2 s".
+    assert proc.wait(timeout=2) == 0
+    lines = stderr.rest()
+    assert any("SIGTERM: stopping" in line for line in lines)
+    assert any("herald stopped" in line for line in lines)
+    assert all(LINE.fullmatch(line) for line in lines), lines  # no traceback
+
+
+def test_process_runs_without_protocol_plugins(tmp_path: Path) -> None:
+    proc = herald_process(
+        "run", "--data-dir", str(tmp_path), "--set", "broker.plugins=[]", plugins=False
+    )
+    assert proc.stderr is not None
+    stderr = LineReader(proc.stderr)
+    try:
+        stderr.wait_for("herald started")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not any("listening:" in line for line in stderr.rest())
+
+
+def test_process_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, _out, err = run_to_end(
+            "run", "--data-dir", str(tmp_path), "--plugins", "echo", "--set", f"echo.port={port}"
+        )
+    assert code == 1
+    last = err.splitlines()[-1]
+    assert last.startswith("herald: error: cannot start: ")
+    assert "Traceback" not in err
