@@ -18,14 +18,14 @@ from herald.core.hookspecs import hookimpl as hookimpl
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker as Broker
-    from herald.core.embedded import embedded as embedded
+    from herald.core.embedding import embedded as embedded
 
 __all__ = ["Broker", "embedded", "hookimpl"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "embedded":
-        from herald.core.embedded import embedded
+        from herald.core.embedding import embedded
 
         return embedded
     if name == "Broker":

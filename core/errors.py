@@ -55,6 +55,13 @@ class PreconditionFailed(KernelError):
     reply_code = 406
 
 
+class CommandInvalid(KernelError):
+    """503: the command is invalid (e.g. an unknown exchange type); closes the connection."""
+
+    reply_code = 503
+    connection_level = True
+
+
 class NotAllowed(KernelError):
     """530: the operation is not allowed in this state (e.g. unknown virtual host)."""
 
@@ -82,3 +89,30 @@ class ConfigError(HeraldError):
 
 class PluginError(HeraldError):
     """A plugin is unknown, cannot be loaded, or implements a hook wrongly."""
+
+
+class ProtocolError(HeraldError):
+    """A protocol's rules were broken; raised by sans-IO codecs and protocol sessions.
+
+    `code` is the protocol's own answer: an AMQP reply code (501 frame error, 505 unexpected
+    frame, ...), an MQTT 5 reason code (0x81 malformed packet, 0x82 protocol error, 0x95
+    packet too large, ...), or None for STOMP, whose answer is an ERROR frame with `text`.
+    Codecs raise `LocalProtocolError` internally and turn it into `RemoteProtocolError` at
+    their inbound entry point (h11's strategy), so callers catch one type per direction.
+    """
+
+    def __init__(self, text: str, code: int | None = None) -> None:
+        super().__init__(text)
+        self.text = text
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.text!r}, code={self.code!r})"
+
+
+class LocalProtocolError(ProtocolError):
+    """Our side misused a codec (e.g. sent a frame the state does not allow)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent bytes that break the protocol; close its connection with `code`."""

@@ -121,9 +121,22 @@ class Message:
     def with_route(
         self, exchange: str, routing_key: str, annotations: dict[str, Any] | None
     ) -> Message:
-        """A copy for re-publishing (dead-lettering): same bytes, new route, no TTL."""
+        """A copy for re-publishing (dead-lettering): new route, annotations, and no TTL.
+
+        A protocol's raw bytes stay as the publisher sent them; a protocol delivering a message
+        that carries annotations re-encodes its properties from them and from `expiration_ms`
+        (None here), as RabbitMQ removes the expiration of a dead-lettered message. Native
+        messages have no raw bytes to keep, so their neutral content drops the expiration.
+        """
+        content, raw = self.content, self.raw
+        native = self.protocol == NATIVE_PROTOCOL and content is not None
+        if native and content.properties.expiration is not None:
+            properties = attrs.evolve(content.properties, expiration=None)
+            content, raw = Content(properties, content.body), None
         return attrs.evolve(
             self,
+            raw=raw,
+            content=content,
             exchange=exchange,
             routing_key=routing_key,
             expiration_ms=None,

@@ -52,14 +52,24 @@ class NativeCodec:
 
     protocol = NATIVE_PROTOCOL
 
+    def __init__(self) -> None:
+        # Publishers tend to reuse one Properties object: remember the last encoding.
+        self._last: tuple[Properties, bytes] | None = None
+
     def encode(self, content: Content, message: Message | None = None) -> bytes:
+        properties = content.properties
+        last = self._last
+        if last is not None and last[0] is properties:
+            return last[1] + content.body
         props = {
             name: to_json_safe(value)
             for name in _FIELDS
-            if (value := getattr(content.properties, name)) is not None
+            if (value := getattr(properties, name)) is not None
         }
         header = json.dumps(props, separators=(",", ":")).encode() if props else b""
-        return _LENGTH.pack(len(header)) + header + content.body
+        prefix = _LENGTH.pack(len(header)) + header
+        self._last = (properties, prefix)
+        return prefix + content.body
 
     def decode(self, raw: bytes) -> Content:
         try:

@@ -1,0 +1,213 @@
+"""The broker: one Trio nursery holding the store, the kernel's services and the listeners.
+
+Lifecycle (`run`):
+1. open the store (recovering after a crash) and rebuild virtual hosts, durable exchanges,
+   queues, bindings, users and un-acked messages from it;
+2. start the kernel's services (timers, memory monitor) and plugins' services;
+3. start every enabled protocol's listeners and report `started`;
+4. on `stop()`: stop accepting, ask every connection to close, give them
+   `broker.graceful_timeout` seconds, cancel what is left, run shutdown hooks, close the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from herald.core import definitions
+from herald.core.auth import AccessControl
+from herald.core.connections import ConnectionRegistry
+from herald.core.definitions import Definitions
+from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
+from herald.core.flow import Alarms, MemoryMonitor, total_memory
+from herald.core.message import CodecRegistry
+from herald.core.timers import Timers
+from herald.core.vhost import VirtualHost
+
+if TYPE_CHECKING:
+    from herald.core.auth import User
+    from herald.core.config import HeraldConfig
+    from herald.core.plugin_types import Listener
+    from herald.core.plugins import Plugins
+    from herald.core.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    """A herald broker. Construct, then `await nursery.start(broker.run)`; `stop()` ends it."""
+
+    def __init__(
+        self,
+        config: HeraldConfig | None = None,
+        plugins: Plugins | None = None,
+        *,
+        store: Store | None = None,
+    ) -> None:
+        from herald.core.config import load_config
+        from herald.core.plugins import get_plugin_manager
+
+        self.plugins = plugins if plugins is not None else get_plugin_manager()
+        self.config = (
+            config
+            if config is not None
+            else load_config(plugin_sections=self.plugins.config_sections())
+        )
+        self.plugins.configure(self.config)
+        self.interceptors = self.plugins
+        self.codecs = CodecRegistry(converter=self.plugins.converter)
+        for codec in self.plugins.message_codecs():
+            self.codecs.register(codec)
+        self.store: Store = store if store is not None else self._make_store()
+        self.definitions = Definitions(self.store)
+        self.timers = Timers()
+        self.alarms = Alarms()
+        self.memory = MemoryMonitor(
+            self.alarms,
+            self.config.memory.high_watermark_bytes(total_memory()),
+            interval=self.config.memory.check_interval,
+        )
+        self.users = AccessControl(
+            loopback_users=self.config.auth.loopback_users,
+            on_change=self.store.put_metadata,
+        )
+        self.vhosts: dict[str, VirtualHost] = {}
+        self.connections = ConnectionRegistry(self)
+        self.listeners: list[Listener] = []
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+
+    def _make_store(self) -> Store:
+        backends = self.plugins.storage_backends()
+        name = self.config.store.backend
+        backend = backends.get(name)
+        if backend is None:
+            known = ", ".join(sorted(backends)) or "none"
+            raise ConfigError(f"config: store.backend: unknown store {name!r} (installed: {known})")
+        section = self.config.plugins.get(name)
+        return backend.factory(section, self.config.broker.data_dir)
+
+    # -- virtual hosts ---------------------------------------------------------------------
+    @property
+    def default_vhost(self) -> VirtualHost:
+        return self.vhost(self.config.broker.default_vhost)
+
+    def vhost(self, name: str) -> VirtualHost:
+        try:
+            return self.vhosts[name]
+        except KeyError:
+            raise NotAllowed(f"vhost '{name}' not found") from None
+
+    def add_vhost(self, name: str) -> VirtualHost:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            vhost = self.vhosts[name] = VirtualHost(self, name)
+            self.definitions.save_vhost(name)
+        return vhost
+
+    def delete_vhost(self, name: str) -> None:
+        vhost = self.vhosts.get(name)
+        if vhost is None:
+            raise NotAllowed(f"vhost '{name}' not found")
+        if name == self.config.broker.default_vhost:
+            raise PreconditionFailed(f"cannot delete the default vhost '{name}'")
+        for connection in self.connections:
+            if connection.vhost == name:
+                connection.close(f"vhost '{name}' deleted")
+        for queue in list(vhost.queues):
+            vhost.delete_queue(queue, owner=vhost.queues[queue].owner)
+        for exchange in [e for e in vhost.exchanges.values() if e.durable]:
+            self.definitions.delete_exchange(name, exchange)
+        del self.vhosts[name]
+        self.definitions.delete_vhost(name)
+
+    # -- security --------------------------------------------------------------------------
+    async def authenticate(self, username: str, password: str, peer_host: str | None) -> User:
+        """Plugins' backends first, then the built-in users; raises AccessRefused."""
+        user = self.plugins.authenticate(username, password, peer_host or "")
+        if user is not None:
+            return user
+        return await self.users.authenticate(username, password, peer_host)
+
+    def authorize(
+        self, user: User, vhost: str, permission: Any, resource_kind: str, resource_name: str
+    ) -> None:
+        """Raise AccessRefused unless `user` may do `permission` on the resource."""
+        verdict = self.plugins.authorize(user, vhost, str(permission), resource_kind, resource_name)
+        if verdict is True:
+            return
+        if verdict is False:
+            from herald.core.auth import DEFAULT_EXCHANGE_ALIAS
+            from herald.core.errors import AccessRefused
+
+            if resource_kind == "exchange" and not resource_name:
+                resource_name = DEFAULT_EXCHANGE_ALIAS
+            raise AccessRefused(
+                f"access to {resource_kind} '{resource_name}' in vhost '{vhost}'"
+                f" refused for user '{user.name}'"
+            )
+        self.users.authorize(user, vhost, permission, resource_kind, resource_name)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the broker to shut down gracefully. Idempotent; never blocks."""
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        await self.store.open(self.codecs)
+        try:
+            self._recover(self.store.load_metadata())
+            async with trio.open_nursery() as services:
+                await services.start(self.timers.run)
+                await services.start(self.memory.run)
+                for service in self.plugins.services(self):
+                    await services.start(service.run, self)
+                await self._serve(task_status)
+                services.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                try:
+                    self.plugins.shutdown(self)
+                finally:
+                    await self.store.close()
+                    self._stopped.set()
+                    log.info("herald stopped")
+
+    async def _serve(self, task_status: trio.TaskStatus[Broker]) -> None:
+        enabled = self.config.broker.plugins
+        async with trio.open_nursery() as listeners:
+            for spec in self.plugins.protocols(enabled):
+                section = self.config.plugins.get(spec.name)
+                bound = await listeners.start(spec.serve, self, section)
+                self.listeners.extend(bound)
+            task_status.started(self)
+            await self._stop.wait()
+            log.info("herald stopping: closing %d connection(s)", len(self.connections))
+            await self.connections.close_all(
+                "broker shutting down", self.config.broker.graceful_timeout
+            )
+            listeners.cancel_scope.cancel()
+
+    def _recover(self, metadata: Mapping[str, Mapping[str, Any]]) -> None:
+        self.definitions.load_sequence(metadata)
+        for name in metadata.get(definitions.VHOST, {}):
+            self.vhosts[name] = VirtualHost(self, name)
+        self.add_vhost(self.config.broker.default_vhost)
+        self.users.load_metadata(metadata)
+        auth = self.config.auth
+        self.users.ensure_default_user(
+            auth.default_user, auth.default_password, vhost=self.config.broker.default_vhost
+        )
+        recovered = 0
+        for queue in definitions.restore(self.vhosts, metadata):
+            for stored in self.store.recover_queue(queue.store_id):
+                queue.restore(stored.queue_offset, stored.message, stored.delivery_count)
+                recovered += 1
+        if recovered:
+            log.info("recovered %d message(s) from the store", recovered)

@@ -1,0 +1,106 @@
+"""The broker's registry of client connections, whatever their protocol.
+
+Protocol plugins register each connection when it is accepted and unregister it when it ends.
+The registry logs one line for each (who, from where, why it closed), lets the management API
+list and close connections, removes exclusive queues with their owner, and drives the graceful
+part of shutdown: ask every connection to close, wait for them until a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import attrs
+import trio
+
+if TYPE_CHECKING:
+    from herald.core.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class Connection:
+    """One client connection, as the kernel and the management API see it.
+
+    `closer(reason)` asks the protocol to close it politely (AMQP connection.close, MQTT 5
+    DISCONNECT, STOMP ERROR); it must not block.
+    """
+
+    id: int
+    protocol: str
+    peer: str
+    closer: Callable[[str], None] | None = None
+    user: str | None = None
+    vhost: str | None = None
+    client: str | None = None
+    opened_at: float = attrs.field(factory=time.time)
+
+    def close(self, reason: str) -> None:
+        if self.closer is not None:
+            self.closer(reason)
+
+    def __repr__(self) -> str:
+        return f"<Connection #{self.id} {self.protocol} {self.peer}>"
+
+
+class ConnectionRegistry:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._ids = itertools.count(1)
+        self._open: dict[int, Connection] = {}
+        self._empty = trio.Event()
+        self._empty.set()
+
+    def __iter__(self) -> Iterator[Connection]:
+        return iter(list(self._open.values()))
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def get(self, connection_id: int) -> Connection | None:
+        return self._open.get(connection_id)
+
+    def open(
+        self, protocol: str, peer: str, closer: Callable[[str], None] | None = None
+    ) -> Connection:
+        connection = Connection(next(self._ids), protocol, peer, closer)
+        self._open[connection.id] = connection
+        if self._empty.is_set():
+            self._empty = trio.Event()
+        log.info("connection #%d opened: %s from %s", connection.id, protocol, peer)
+        return connection
+
+    def close(self, connection: Connection, reason: str = "closed") -> None:
+        """Forget a connection that ended; its exclusive queues are deleted."""
+        if self._open.pop(connection.id, None) is None:
+            return
+        for vhost in self._broker.vhosts.values():
+            vhost.owner_closed(connection)
+        user = f" user {connection.user!r}" if connection.user else ""
+        log.info(
+            "connection #%d closed: %s from %s%s: %s",
+            connection.id,
+            connection.protocol,
+            connection.peer,
+            user,
+            reason,
+        )
+        if not self._open:
+            self._empty.set()
+
+    async def close_all(self, reason: str, timeout: float) -> bool:
+        """Ask every connection to close; True if all were gone within `timeout` seconds."""
+        for connection in list(self._open.values()):
+            try:
+                connection.close(reason)
+            except Exception:
+                log.exception("closing %r failed", connection)
+        with trio.move_on_after(timeout):
+            await self._empty.wait()
+            return True
+        return False

@@ -1,0 +1,145 @@
+"""Consumers and their credit.
+
+A queue pushes entries to a consumer only while the consumer has credit: its own window
+(AMQP per-consumer prefetch, MQTT receive maximum, STOMP ack window; by count and by bytes), an
+optional window shared by several consumers (AMQP `basic.qos` with `global`), and the transport
+not being full (`suspended`, set by the protocol when its socket's send buffer is full). Acks
+give credit back and the queue pushes again.
+
+Deliveries go to a `DeliverySink`: the protocol session, which turns each entry into frames.
+Its methods are synchronous and must not block; they run inside the queue's dispatch loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from herald.core.queue import Queue, QueueEntry
+
+
+class DeliverySink(Protocol):
+    """Where a consumer's deliveries go (implemented by protocol sessions)."""
+
+    protocol: str
+
+    def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
+        """Send `entry` to the client. `entry.delivery_count > 0` means redelivered."""
+
+    def consumer_cancelled(self, consumer: Consumer) -> None:
+        """The broker ended the consumer (queue deleted): tell the client if it can hear it."""
+
+
+class SharedLimit:
+    """A credit window shared by several consumers (AMQP channel-wide prefetch)."""
+
+    __slots__ = ("byte_limit", "bytes", "consumers", "count", "count_limit")
+
+    def __init__(self, count_limit: int = 0, byte_limit: int = 0) -> None:
+        self.count_limit = count_limit
+        self.byte_limit = byte_limit
+        self.count = 0
+        self.bytes = 0
+        self.consumers: set[Consumer] = set()
+
+    def has_credit(self) -> bool:
+        limit = self.count_limit
+        if limit and self.count >= limit:
+            return False
+        limit = self.byte_limit
+        return not (limit and self.bytes >= limit)
+
+    def release(self, size: int) -> None:
+        was_full = not self.has_credit()
+        self.count -= 1
+        self.bytes -= size
+        if was_full:
+            for consumer in list(self.consumers):
+                consumer.queue.dispatch()
+
+
+class Consumer:
+    """One subscription to one queue."""
+
+    __slots__ = (
+        "active",
+        "arguments",
+        "exclusive",
+        "limit",
+        "no_ack",
+        "prefetch_bytes",
+        "prefetch_count",
+        "priority",
+        "queue",
+        "sink",
+        "suspended",
+        "tag",
+        "unacked",
+        "unacked_bytes",
+    )
+
+    def __init__(
+        self,
+        queue: Queue,
+        tag: str,
+        sink: DeliverySink,
+        *,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        prefetch_count: int = 0,
+        prefetch_bytes: int = 0,
+        limit: SharedLimit | None = None,
+        priority: int = 0,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.queue = queue
+        self.tag = tag
+        self.sink = sink
+        self.no_ack = no_ack
+        self.exclusive = exclusive
+        self.prefetch_count = prefetch_count
+        self.prefetch_bytes = prefetch_bytes
+        self.limit = limit
+        self.priority = priority
+        self.arguments = arguments or {}
+        self.unacked: dict[int, QueueEntry] = {}
+        self.unacked_bytes = 0
+        self.suspended = False
+        self.active = True
+        if limit is not None:
+            limit.consumers.add(self)
+
+    def __repr__(self) -> str:
+        return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
+
+    def has_credit(self) -> bool:
+        if self.suspended or not self.active:
+            return False
+        limit = self.prefetch_count
+        if limit and len(self.unacked) >= limit:
+            return False
+        limit = self.prefetch_bytes
+        if limit and self.unacked_bytes >= limit:
+            return False
+        shared = self.limit
+        return shared is None or shared.has_credit()
+
+    def set_prefetch(self, count: int, size: int = 0) -> None:
+        """Change the window (basic.qos); a wider window lets the queue push at once."""
+        self.prefetch_count = count
+        self.prefetch_bytes = size
+        self.queue.dispatch()
+
+    def suspend(self) -> None:
+        """The transport is full: stop pushing until `resume`."""
+        self.suspended = True
+
+    def resume(self) -> None:
+        if self.suspended:
+            self.suspended = False
+            self.queue.dispatch()
+
+    def detach_limit(self) -> None:
+        if self.limit is not None:
+            self.limit.consumers.discard(self)

@@ -1,0 +1,73 @@
+"""Serving TCP for protocol plugins: bind, report, and isolate each connection.
+
+`serve_tcp` is what a protocol's `serve` usually calls: it binds, reports the bound addresses
+through `task_status` (so port 0 works for tests), and runs one handler task per connection.
+A handler that crashes is logged and its stream closed; the listener and every other
+connection carry on (DESIGN.md: a crash in one connection closes that connection only).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from functools import partial
+
+import trio
+
+from herald.core.plugin_types import Listener
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[trio.abc.Stream], Awaitable[None]]
+
+
+async def _guarded(handler: Handler, protocol: str, stream: trio.abc.Stream) -> None:
+    try:
+        await handler(stream)
+    except Exception:
+        log.exception("%s connection handler failed; closing that connection", protocol)
+    finally:
+        await trio.aclose_forcefully(stream)
+
+
+async def serve_tcp(
+    handler: Handler,
+    host: str,
+    port: int,
+    *,
+    protocol: str,
+    ssl_context: ssl.SSLContext | None = None,
+    backlog: int | None = None,
+    task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Accept connections on (host, port) until cancelled; `started` gets the Listeners."""
+    listeners: list[trio.abc.Listener[trio.abc.Stream]]
+    tcp = await trio.open_tcp_listeners(port, host=host or None, backlog=backlog)
+    transport = "tcp"
+    if ssl_context is not None:
+        listeners = [trio.SSLListener(t, ssl_context, https_compatible=False) for t in tcp]
+        transport = "tls"
+    else:
+        listeners = list(tcp)
+    bound = []
+    for t in tcp:
+        sockname = t.socket.getsockname()
+        bound.append(Listener(protocol, transport, sockname[0], sockname[1]))
+    await trio.serve_listeners(
+        partial(_guarded, handler, protocol),
+        listeners,
+        handler_nursery=None,
+        task_status=_Relay(task_status, bound),
+    )
+
+
+class _Relay:
+    """Reports our Listener values instead of trio's listener objects."""
+
+    def __init__(self, task_status: trio.TaskStatus[list[Listener]], bound: list[Listener]):
+        self._task_status = task_status
+        self._bound = bound
+
+    def started(self, value: object = None) -> None:
+        self._task_status.started(self._bound)

@@ -1,0 +1,507 @@
+"""Queues: the only place messages wait.
+
+A queue keeps its ready entries in delivery order (`ReadyList`) and hands them to consumers
+with credit, round-robin within the highest consumer priority that has credit. An entry is
+acquired by one consumer until it is acked (gone), rejected (dead-lettered or dropped) or
+requeued (back at its original place, delivery count + 1).
+
+Everything here is synchronous and non-blocking: a publish, an ack or a credit change runs the
+dispatch loop in the caller's task, which is what makes the kernel fast on one core.
+Durable state goes through the store: persistent messages in durable queues are appended
+(by the virtual host, once per message) and acked here.
+
+TTL follows RabbitMQ (x-message-ttl and per-message expiration, the lower wins), with one
+improvement: an expired message leaves when its time comes even if it is not at the head.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from herald.core.consumer import Consumer, DeliverySink, SharedLimit
+from herald.core.errors import AccessRefused, PreconditionFailed
+from herald.core.queue_args import Overflow, QueueArguments
+from herald.core.queue_clock import QueueClock
+from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
+from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
+
+if TYPE_CHECKING:
+    from herald.core.message import Message
+    from herald.core.vhost import VirtualHost
+
+__all__ = ["DeadLetterReason", "Queue", "QueueEntry", "QueueStatistics"]
+
+log = logging.getLogger(__name__)
+
+
+class Queue:
+    """One queue of one virtual host."""
+
+    def __init__(
+        self,
+        vhost: VirtualHost,
+        name: str,
+        *,
+        durable: bool = False,
+        auto_delete: bool = False,
+        owner: Hashable | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        store_id: int | None = None,
+    ) -> None:
+        self.vhost = vhost
+        self.name = name
+        self.durable = durable
+        self.auto_delete = auto_delete
+        self.owner = owner
+        self.arguments: Mapping[str, Any] = dict(arguments or {})
+        self.args = QueueArguments.parse(arguments, name, vhost.name)
+        self.store_id = store_id
+        self.ready = ReadyList(self.args.max_priority)
+        self.consumers: list[Consumer] = []
+        self.unacked_count = 0
+        self.next_offset = 0
+        self.deleted = False
+        self._rr = 0
+        self._had_consumer = False
+        self._dispatching = False
+        self._published = self._delivered = self._acked = self._expired = self._dead = 0
+        broker = vhost.broker
+        self._store = broker.store
+        self._interceptors = broker.interceptors
+        self.clock = QueueClock(self, broker.timers)
+        self.clock.touch()
+
+    def __repr__(self) -> str:
+        return f"<Queue {self.name!r} in {self.vhost.name!r}>"
+
+    # -- declaration -----------------------------------------------------------------------
+    def equivalent(
+        self, durable: bool, auto_delete: bool, exclusive: bool, arguments: Mapping[str, Any]
+    ) -> bool:
+        """Whether a redeclaration matches this queue (RabbitMQ answers 406 if not)."""
+        return (
+            durable == self.durable
+            and auto_delete == self.auto_delete
+            and exclusive == (self.owner is not None)
+            and QueueArguments.parse(arguments, self.name, self.vhost.name) == self.args
+        )
+
+    def check_owner(self, owner: Hashable | None) -> None:
+        """Exclusive queues belong to the connection that declared them (405 otherwise)."""
+        if self.owner is not None and owner != self.owner:
+            from herald.core.errors import ResourceLocked
+
+            raise ResourceLocked(
+                f"cannot obtain exclusive access to locked queue '{self.name}'"
+                f" in vhost '{self.vhost.name}'"
+            )
+
+    # -- publishing ------------------------------------------------------------------------
+    @property
+    def message_count(self) -> int:
+        return self.ready.count
+
+    def accepts(self, message: Message) -> bool:
+        """Whether a publish fits (only x-overflow reject-publish ever says no)."""
+        args = self.args
+        if args.overflow is Overflow.DROP_HEAD:
+            return True
+        if args.max_length is not None and self.ready.count >= args.max_length:
+            return False
+        limit = args.max_length_bytes
+        return limit is None or self.ready.bytes + message.body_size <= limit
+
+    def enqueue(self, message: Message) -> QueueEntry:
+        """Append `message` as a ready entry. The caller stores it, then calls `dispatch`."""
+        entry = self._append(message, self.next_offset, 0)
+        self._published += 1
+        return entry
+
+    def push(self, message: Message) -> None:
+        """Enqueue and dispatch a message that needs no storing: the publish fast path.
+
+        When nothing is waiting and a consumer has credit, the entry goes straight to it,
+        without passing through the ready list (the common case of consumers keeping up).
+        """
+        if not self.ready.count and self.consumers and not self._dispatching:
+            consumer = self._next_consumer()
+            if consumer is not None:
+                entry = self._new_entry(message, self.next_offset, 0)
+                self.next_offset += 1
+                self._published += 1
+                self._delivered += 1
+                self._hand_over(consumer, entry)
+                return
+        self.enqueue(message)
+        self.dispatch()
+        self.enforce_limits()
+
+    def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
+        """Put back a message recovered from the store, at its stored offset."""
+        entry = self._append(message, offset, delivery_count)
+        entry.stored = True
+        return entry
+
+    def unenqueue(self, entry: QueueEntry) -> None:
+        """Take back an entry whose publish failed before it was dispatched."""
+        entry.state = GONE
+        self.ready.discard(entry)
+
+    def _append(self, message: Message, offset: int, delivery_count: int) -> QueueEntry:
+        entry = self._new_entry(message, offset, delivery_count)
+        self.next_offset = offset + 1
+        self.ready.push(entry)
+        if entry.expires_at is not None:
+            self.clock.track(entry)
+        return entry
+
+    def _new_entry(self, message: Message, offset: int, delivery_count: int) -> QueueEntry:
+        args = self.args
+        ttl = args.message_ttl
+        expiration = message.expiration_ms
+        if expiration is not None and (ttl is None or expiration < ttl):
+            ttl = expiration
+        expires_at = None if ttl is None else trio.current_time() + ttl / 1000
+        priority = 0
+        if args.max_priority is not None and message.priority:
+            priority = min(message.priority, args.max_priority)
+        return QueueEntry(self, offset, message, priority, expires_at, delivery_count)
+
+    def enforce_limits(self) -> None:
+        """Drop (dead-letter) ready entries from the head while over x-max-length(-bytes).
+
+        Called after a publish was dispatched and after a requeue (as RabbitMQ's
+        `requeue_and_run` does `maybe_drop_head`). First, what is already due leaves at once, as in
+        RabbitMQ a TTL-0 message that no consumer could take is gone when the publish returns
+        (the expiry timer would only run later, and meanwhile a consumer could still get it).
+        """
+        self.clock.expire_due_now()
+        args = self.args
+        max_length, max_bytes = args.max_length, args.max_length_bytes
+        if (max_length is None and max_bytes is None) or args.overflow is not Overflow.DROP_HEAD:
+            return  # reject-publish queues refuse publishes instead; requeues may go over
+        ready = self.ready
+        while ready.count and (
+            (max_length is not None and ready.count > max_length)
+            or (max_bytes is not None and ready.bytes > max_bytes)
+        ):
+            entry = ready.pop()
+            assert entry is not None
+            self._remove(entry, DeadLetterReason.MAXLEN)
+
+    # -- consumers -------------------------------------------------------------------------
+    def add_consumer(
+        self,
+        tag: str,
+        sink: DeliverySink,
+        *,
+        owner: Hashable | None = None,
+        no_ack: bool = False,
+        exclusive: bool = False,
+        prefetch_count: int = 0,
+        prefetch_bytes: int = 0,
+        limit: SharedLimit | None = None,
+        priority: int = 0,
+        arguments: Mapping[str, Any] | None = None,
+    ) -> Consumer:
+        """Subscribe; the queue starts pushing at once if the consumer has credit."""
+        self.check_owner(owner)
+        if exclusive and self.consumers:
+            raise AccessRefused(
+                f"queue '{self.name}' in vhost '{self.vhost.name}' has consumers;"
+                " cannot consume exclusively"
+            )
+        if any(c.exclusive for c in self.consumers):
+            raise AccessRefused(
+                f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use"
+            )
+        if arguments and "x-priority" in arguments:
+            value = arguments["x-priority"]
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PreconditionFailed(f"invalid x-priority {value!r}: not an integer")
+            priority = value
+        consumer = Consumer(
+            self,
+            tag,
+            sink,
+            no_ack=no_ack,
+            exclusive=exclusive,
+            prefetch_count=prefetch_count,
+            prefetch_bytes=prefetch_bytes,
+            limit=limit,
+            priority=priority,
+            arguments=arguments,
+        )
+        if self.args.single_active_consumer:
+            consumer.active = not self.consumers
+            self.consumers.append(consumer)
+        else:
+            # Highest priority first; arrival order within a priority (stable insert).
+            index = len(self.consumers)
+            while index and self.consumers[index - 1].priority < priority:
+                index -= 1
+            self.consumers.insert(index, consumer)
+        self._had_consumer = True
+        self.clock.cancel_idle()
+        self.dispatch()
+        return consumer
+
+    def remove_consumer(self, consumer: Consumer, *, requeue: bool = True) -> None:
+        """Unsubscribe. Its unacked entries go back to the queue (redelivered) unless
+        `requeue` is False: then they stay with the consumer object, to be acked or
+        `release`d later, as after AMQP basic.cancel the channel still settles them."""
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        consumer.active = False
+        if self.args.single_active_consumer and self.consumers:
+            self.consumers[0].active = True
+        if requeue:
+            consumer.detach_limit()
+            self.release(consumer)
+        if not self.consumers:
+            if self.auto_delete and self._had_consumer:
+                self.vhost.delete_queue(self.name, owner=self.owner)
+                return
+            self.clock.touch()
+        self.dispatch()
+
+    def release(self, holder: Consumer) -> None:
+        """Requeue everything `holder` has not acked (channel closed, consumer gone)."""
+        holder.detach_limit()
+        if holder.unacked and not self.deleted:
+            for entry in sorted(holder.unacked.values(), key=lambda e: e.offset):
+                self._unacquire(entry)
+                self._requeue(entry)
+            self.enforce_limits()
+            self.dispatch()
+
+    def getter(self, sink: DeliverySink) -> Consumer:
+        """A consumer object that only holds `get` deliveries (never pushed to)."""
+        holder = Consumer(self, "", sink)
+        holder.active = False
+        return holder
+
+    def get(self, holder: Consumer | None) -> QueueEntry | None:
+        """basic.get: take the next ready entry; `holder` None means no-ack."""
+        self.clock.touch()
+        while True:
+            entry = self.ready.pop()
+            if entry is None:
+                return None
+            if entry.expires_at is not None and entry.expires_at < trio.current_time():
+                self._remove(entry, DeadLetterReason.EXPIRED)
+                continue
+            if holder is None:
+                self._deliver_no_ack(entry)
+            else:
+                self._acquire(holder, entry)
+            self._delivered += 1
+            return entry
+
+    # -- dispatch --------------------------------------------------------------------------
+    def dispatch(self) -> None:
+        """Push ready entries to consumers while both exist. Re-entrant calls are no-ops."""
+        if self._dispatching or not self.ready.count or not self.consumers:
+            return
+        self._dispatching = True
+        try:
+            ready = self.ready
+            while ready.count:
+                consumer = self._next_consumer()
+                if consumer is None:
+                    break
+                entry = ready.pop()
+                assert entry is not None
+                expires_at = entry.expires_at
+                if expires_at is not None and expires_at < trio.current_time():
+                    self._remove(entry, DeadLetterReason.EXPIRED)
+                    continue
+                self._delivered += 1
+                self._hand_over(consumer, entry)
+        finally:
+            self._dispatching = False
+
+    def _hand_over(self, consumer: Consumer, entry: QueueEntry) -> None:
+        if consumer.no_ack:
+            self._deliver_no_ack(entry)
+        else:
+            self._acquire(consumer, entry)
+        on_deliver = self._interceptors.on_deliver
+        if on_deliver is not None:
+            on_deliver(vhost=self.vhost.name, queue=self.name, message=entry.message)
+        consumer.sink.deliver(consumer, entry)
+
+    def _next_consumer(self) -> Consumer | None:
+        consumers = self.consumers
+        count = len(consumers)
+        if count == 1:
+            only = consumers[0]
+            return only if only.has_credit() else None
+        if self.args.single_active_consumer:
+            first = consumers[0]
+            return first if first.has_credit() else None
+        # Round-robin within the highest priority that has a consumer with credit.
+        start = self._rr % count
+        best: Consumer | None = None
+        best_index = 0
+        for step in range(count):
+            index = (start + step) % count
+            candidate = consumers[index]
+            if best is not None and candidate.priority < best.priority:
+                continue
+            if candidate.has_credit() and (best is None or candidate.priority > best.priority):
+                best, best_index = candidate, index
+        if best is not None:
+            self._rr = best_index + 1
+        return best
+
+    def _acquire(self, consumer: Consumer, entry: QueueEntry) -> None:
+        entry.state = ACQUIRED
+        entry.consumer = consumer
+        consumer.unacked[entry.offset] = entry
+        consumer.unacked_bytes += entry.size
+        limit = consumer.limit
+        if limit is not None:
+            limit.count += 1
+            limit.bytes += entry.size
+        self.unacked_count += 1
+
+    def _deliver_no_ack(self, entry: QueueEntry) -> None:
+        entry.state = GONE
+        self._settle(entry)
+
+    def _unacquire(self, entry: QueueEntry) -> None:
+        consumer = entry.consumer
+        assert consumer is not None
+        del consumer.unacked[entry.offset]
+        consumer.unacked_bytes -= entry.size
+        entry.consumer = None
+        self.unacked_count -= 1
+        limit = consumer.limit
+        if limit is not None:
+            limit.release(entry.size)
+
+    # -- settlement ------------------------------------------------------------------------
+    def ack(self, entry: QueueEntry) -> None:
+        """The consumer processed the entry: it leaves the queue."""
+        if entry.state != ACQUIRED:
+            if self.deleted:
+                return  # RabbitMQ: settling a delivery of a deleted queue is not an error
+            raise PreconditionFailed(f"unknown delivery of queue '{self.name}'")
+        self._unacquire(entry)
+        entry.state = GONE
+        if entry.stored:
+            self._settle(entry)
+        self._acked += 1
+        on_ack = self._interceptors.on_ack
+        if on_ack is not None:
+            on_ack(vhost=self.vhost.name, queue=self.name, message=entry.message)
+        if self.ready.count:
+            self.dispatch()
+
+    def reject(self, entry: QueueEntry, *, requeue: bool) -> None:
+        """nack/reject: back to the queue (redelivered), or dead-lettered / dropped."""
+        if entry.state != ACQUIRED:
+            if self.deleted:
+                return  # RabbitMQ: settling a delivery of a deleted queue is not an error
+            raise PreconditionFailed(f"unknown delivery of queue '{self.name}'")
+        self._unacquire(entry)
+        if self.deleted:
+            entry.state = GONE  # went with its queue (a basic.get holder's): nothing to dead-letter
+            return
+        if requeue:
+            self._requeue(entry)
+            self.enforce_limits()
+            self.dispatch()
+        else:
+            self._remove(entry, DeadLetterReason.REJECTED)
+            self.dispatch()
+
+    def _requeue(self, entry: QueueEntry) -> None:
+        entry.state = READY
+        entry.delivery_count += 1
+        if entry.stored:
+            self._store.note_delivery(self.store_id, entry.offset, entry.delivery_count)
+        self.ready.requeue(entry)
+        if entry.expires_at is not None:
+            self.clock.track(entry)
+
+    def _remove(self, entry: QueueEntry, reason: DeadLetterReason) -> None:
+        """An entry leaves without an ack: dead-letter it if the queue says so."""
+        entry.state = GONE
+        if reason is DeadLetterReason.EXPIRED:
+            self._expired += 1
+        if self.args.dead_letter_exchange is not None and self.vhost.dead_letter(
+            entry.message, self, reason
+        ):
+            self._dead += 1
+        self._settle(entry)
+
+    def _settle(self, entry: QueueEntry) -> None:
+        if entry.stored:
+            entry.stored = False
+            self._store.ack(self.store_id, entry.offset)
+
+    def touch(self) -> None:
+        """The queue was used (redeclared): restart its x-expires period."""
+        self.clock.touch()
+
+    def expire_entry(self, entry: QueueEntry) -> None:
+        """A ready entry's TTL passed (called by the queue's clock)."""
+        self.ready.discard(entry)
+        self._remove(entry, DeadLetterReason.EXPIRED)
+
+    # -- whole-queue operations --------------------------------------------------------------
+    def purge(self) -> int:
+        """Drop every ready entry (unacked ones stay); returns how many."""
+        entries = list(self.ready)
+        for entry in entries:
+            entry.state = GONE
+            self._settle(entry)
+        self.ready = ReadyList(self.args.max_priority)
+        self.clock.forget_messages()
+        return len(entries)
+
+    def browse(self, limit: int | None = None) -> list[QueueEntry]:
+        """Ready entries in delivery order, without consuming them."""
+        out: list[QueueEntry] = []
+        for entry in self.ready:
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(entry)
+        return out
+
+    def close(self) -> int:
+        """Called by the vhost when the queue is deleted: cancel consumers, drop messages."""
+        self.deleted = True
+        self.clock.close()
+        count = self.ready.count
+        for consumer in list(self.consumers):
+            self.consumers.remove(consumer)
+            consumer.detach_limit()
+            for entry in list(consumer.unacked.values()):
+                self._unacquire(entry)
+                entry.state = GONE
+            consumer.sink.consumer_cancelled(consumer)
+        for entry in self.ready:
+            entry.state = GONE
+        self.ready = ReadyList(self.args.max_priority)
+        return count
+
+    def statistics(self) -> QueueStatistics:
+        return QueueStatistics(
+            messages_ready=self.ready.count,
+            messages_unacknowledged=self.unacked_count,
+            message_bytes_ready=self.ready.bytes,
+            consumers=len(self.consumers),
+            published=self._published,
+            delivered=self._delivered,
+            acked=self._acked,
+            expired=self._expired,
+            dead_lettered=self._dead,
+        )

@@ -1,0 +1,83 @@
+"""A message's place in a queue, and the queue's reasons and counters.
+
+Kept apart from `queue.py` because stores, protocol sessions and the swapping code (Apollo's
+swapped entries) all handle entries without needing the queue's dispatch logic.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import attrs
+
+from herald.core.ready_list import READY
+
+if TYPE_CHECKING:
+    from herald.core.consumer import Consumer
+    from herald.core.message import Message
+    from herald.core.queue import Queue
+
+
+class QueueEntry:
+    """A message's place in one queue."""
+
+    __slots__ = (
+        "consumer",
+        "delivery_count",
+        "expires_at",
+        "message",
+        "offset",
+        "priority",
+        "queue",
+        "size",
+        "state",
+        "stored",
+    )
+
+    def __init__(
+        self,
+        queue: Queue,
+        offset: int,
+        message: Message,
+        priority: int,
+        expires_at: float | None,
+        delivery_count: int = 0,
+    ) -> None:
+        self.queue = queue
+        self.offset = offset
+        self.message = message
+        self.size = message.body_size
+        self.priority = priority
+        self.expires_at = expires_at
+        self.delivery_count = delivery_count
+        self.consumer: Consumer | None = None
+        self.state = READY
+        self.stored = False
+
+    @property
+    def redelivered(self) -> bool:
+        return self.delivery_count > 0
+
+    def __repr__(self) -> str:
+        return f"<QueueEntry {self.queue.name}#{self.offset} state={self.state}>"
+
+
+class DeadLetterReason(enum.Enum):
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    MAXLEN = "maxlen"
+    DELIVERY_LIMIT = "delivery_limit"
+
+
+@attrs.frozen
+class QueueStatistics:
+    messages_ready: int
+    messages_unacknowledged: int
+    message_bytes_ready: int
+    consumers: int
+    published: int
+    delivered: int
+    acked: int
+    expired: int
+    dead_lettered: int

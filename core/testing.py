@@ -1,0 +1,49 @@
+"""pytest plugin: a real broker for other projects' tests (and herald's own).
+
+Installed with herald through the `pytest11` entry point. Fixtures:
+
+- `herald_settings`: a list of `KEY=VALUE` overrides; override this fixture to configure.
+- `herald_broker`: a running broker (pytest-trio) with every installed protocol plugin on a
+  free port (every `*port` key is set to 0), the memory store and a temporary data dir.
+  `herald_broker.listeners` tells where each protocol listens.
+
+    async def test_publish(herald_broker):
+        amqp = next(l for l in herald_broker.listeners if l.protocol == "amqp")
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+
+from herald.core.broker import Broker
+from herald.core.plugins import get_plugin_manager
+
+
+def free_port_settings(sections: dict[str, type]) -> list[str]:
+    """`section.key=0` for every port field of every plugin section, so nothing clashes."""
+    out = []
+    for section, cls in sections.items():
+        if attrs.has(cls):
+            out.extend(
+                f"{section}.{f.name}=0" for f in attrs.fields(cls) if f.name.endswith("port")
+            )
+    return out
+
+
+@pytest.fixture
+def herald_settings() -> list[str]:
+    return []
+
+
+@pytest.fixture
+async def herald_broker(tmp_path: Path, herald_settings: list[str]) -> AsyncIterator[Broker]:
+    from herald.core.embedding import embedded
+
+    sections = get_plugin_manager().config_sections()
+    settings = [*free_port_settings(sections), 'store.backend="memory"', *herald_settings]
+    async with embedded(data_dir=tmp_path / "data", settings=settings) as broker:
+        yield broker

@@ -1,0 +1,30 @@
+"""Fixtures shared by the kernel tests: a running broker on the memory store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from herald.core.broker import Broker
+from herald.core.embedding import embedded
+from herald.core.vhost import VirtualHost
+from herald.storage.memory import MemoryStore, MemoryStoreData
+
+
+@pytest.fixture
+def store_data() -> MemoryStoreData:
+    """The memory store's contents, kept across broker restarts within a test."""
+    return MemoryStoreData()
+
+
+@pytest.fixture
+async def kernel(tmp_path: Path, store_data: MemoryStoreData) -> AsyncIterator[Broker]:
+    async with embedded(data_dir=tmp_path, store=MemoryStore(store_data)) as broker:
+        yield broker
+
+
+@pytest.fixture
+def vhost(kernel: Broker) -> VirtualHost:
+    return kernel.default_vhost
