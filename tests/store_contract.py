@@ -24,10 +24,11 @@ import attrs
 import pytest
 import trio
 import trio.testing
-from herald.core.message import CodecRegistry, Message, Properties
-from herald.core.store import QueueTarget, Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from herald.core.message import CodecRegistry, Message, Properties
+from herald.core.store import QueueTarget, Store
 
 FOREIGN = "contract-proto"
 """A protocol with no codec in the registry: the store must keep its bytes without decoding."""

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pluggy
 import pytest
+
 from herald.core.errors import InternalError
 from herald.core.message import CodecRegistry, Message
 from herald.core.store import QueueTarget, Store
 from herald.storage import memory
 from herald.storage.memory import MemoryStore, MemoryStoreData
-
 from tests.store_contract import StoreContract, StoreHarness, message
 
 
