@@ -22,9 +22,25 @@ log = logging.getLogger(__name__)
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
 
 
+def peer_name(stream: trio.abc.Stream) -> str:
+    """'host:port' of the other end of a socket stream (or of the socket under TLS)."""
+    inner = getattr(stream, "transport_stream", stream)
+    sock = getattr(inner, "socket", None)
+    if sock is None:
+        return "unknown"
+    try:
+        address = sock.getpeername()
+    except OSError:
+        return "unknown"
+    host, port = address[0], address[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 async def _guarded(handler: Handler, protocol: str, stream: trio.abc.Stream) -> None:
     try:
         await handler(stream)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        log.debug("%s connection lost", protocol)  # the peer went away: not a failure
     except Exception:
         log.exception("%s connection handler failed; closing that connection", protocol)
     finally:

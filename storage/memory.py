@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+
 from herald.core.errors import InternalError
 from herald.core.hookspecs import hookimpl
 from herald.core.plugin_types import StorageBackend

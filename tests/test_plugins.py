@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.core import hookimpl
+from herald.core.embedding import embedded
 from herald.core.errors import AccessRefused, ConfigError, PluginError
 from herald.core.message import Message
 from herald.core.plugin_types import (
@@ -34,6 +35,7 @@ from herald.core.plugin_types import (
     StorageBackend,
 )
 from herald.core.plugins import Plugins, get_plugin_manager
+from herald.storage.memory import MemoryStore
 
 HERE = Path(__file__).parent
 EXAMPLE_DIR = HERE / "example_plugin"
@@ -536,20 +538,18 @@ async def _closed_by_peer(stream: trio.SocketStream) -> bool:
 
 
 async def test_example_plugin_echoes_lines_over_tcp(
-    example_on_path: None, caplog: pytest.LogCaptureFixture
+    example_on_path: None, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
-    plugins = get_plugin_manager()
-    (spec,) = plugins.protocols(["echo"])
-    config = plugins.config_sections()["echo"]()
-
-    with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            listeners = await nursery.start(spec.serve, None, config)
-            assert [(lst.protocol, lst.transport, lst.host) for lst in listeners] == [
+    """The example plugin, loaded from its entry point, serving inside a real broker."""
+    caplog.set_level(logging.INFO, logger="herald")
+    with trio.fail_after(10):
+        async with embedded(data_dir=tmp_path, plugins=["echo"], store=MemoryStore()) as broker:
+            assert [(lst.protocol, lst.transport, lst.host) for lst in broker.listeners] == [
                 ("echo", "tcp", "127.0.0.1")
             ]
-            port = listeners[0].port
+            port = broker.listeners[0].port
             assert port > 0
+            max_line = broker.config.section("echo").max_line
 
             good = await trio.open_tcp_stream("127.0.0.1", port)
             await good.send_all(b"ECHO hello\nECHO wor")
@@ -557,15 +557,17 @@ async def test_example_plugin_echoes_lines_over_tcp(
 
             # A client breaking the protocol loses its own connection, nothing else.
             bad = await trio.open_tcp_stream("127.0.0.1", port)
-            await bad.send_all(b"x" * (config.max_line + 1))
+            await bad.send_all(b"x" * (max_line + 1))
             assert await _closed_by_peer(bad)
-            (failure,) = [r for r in caplog.records if r.name == EXAMPLE_MODULE]
-            assert failure.getMessage() == "echo connection failed; closing it"
+            (failure,) = [r for r in caplog.records if "handler failed" in r.getMessage()]
+            assert failure.getMessage().startswith("echo connection handler failed")
             assert failure.exc_info is not None
             assert "line longer than 65536 bytes" in str(failure.exc_info[1])
 
             await good.send_all(b"ld\n")
             assert await _receive_exactly(good, 11) == b"ECHO world\n"
+            assert len(broker.connections) == 1
             await good.aclose()
             await bad.aclose()
-            nursery.cancel_scope.cancel()
+    closed = [r.getMessage() for r in caplog.records if "closed: echo" in r.getMessage()]
+    assert any("line longer than 65536 bytes" in m for m in closed)

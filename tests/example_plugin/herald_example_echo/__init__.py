@@ -19,6 +19,7 @@ import attrs
 import trio
 
 from herald.core import hookimpl
+from herald.core.listeners import peer_name, serve_tcp
 from herald.core.plugin_types import ConfigSection, Listener, PluginInfo, ProtocolSpec
 
 log = logging.getLogger(__name__)
@@ -75,27 +76,27 @@ async def serve(
     *,
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen, report the bound addresses, then serve until cancelled."""
-    config = config if config is not None else EchoConfig()
-    tcp_listeners = await trio.open_tcp_listeners(config.port, host=config.host)
-    bound = []
-    for listener in tcp_listeners:
-        host, port = listener.socket.getsockname()[:2]
-        bound.append(Listener("echo", "tcp", host, port))
+    """Listen, report the bound addresses, then serve until cancelled.
 
-    async def handle(stream: trio.SocketStream) -> None:
-        # One connection's failure must close that connection only: trio.serve_listeners
-        # would otherwise let the exception cancel every connection and the listener.
+    `serve_tcp` does the listening, the reporting of real ports (port 0 works), and the
+    isolation of each connection: a handler that raises is logged and closes only its own
+    connection. Registering each connection with the broker gives it one log line when it
+    opens and closes, a place in the management API, and a polite close at shutdown.
+    """
+    config = config if config is not None else EchoConfig()
+
+    async def handle(stream: trio.abc.Stream) -> None:
+        connection = broker.connections.open("echo", peer_name(stream))
+        reason = "client closed the connection"
         try:
             await echo_lines(stream, config.max_line)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        except Exception:
-            log.exception("echo connection failed; closing it")
+        except LineTooLong as exc:
+            reason = str(exc)
+            raise
+        finally:
+            broker.connections.close(connection, reason)
 
-    async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, handle, tcp_listeners)
-        task_status.started(bound)
+    await serve_tcp(handle, config.host, config.port, protocol="echo", task_status=task_status)
 
 
 async def echo_lines(stream: trio.abc.Stream, max_line: int) -> None:
