@@ -222,7 +222,7 @@ def herald_process(*args: str, plugins: bool = True) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if k not in HERALD_ENV}
     if plugins:
         env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(EXAMPLE_PLUGIN), env.get("PYTHONPATH")])
+            filter(None, [str(EXAMPLE_PLUGIN), str(BROKEN_PLUGIN), env.get("PYTHONPATH")])
         )
     return subprocess.Popen(
         [sys.executable, "-m", "herald.core.cli", *args],
@@ -251,6 +251,31 @@ def test_process_unknown_plugin(tmp_path: Path) -> None:
     assert len(lines) == 1, err
     assert lines[0].startswith("herald: error: ")
     assert "'nope'" in lines[0]
+
+
+def test_process_unloadable_plugin(tmp_path: Path) -> None:
+    """Asking for an installed plugin that fails to import: one line naming it and why."""
+    code, out, err = run_to_end("run", "--data-dir", str(tmp_path), "--plugins", "broken")
+    assert code == 2
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("herald: error: plugin 'broken' cannot be loaded")
+
+
+def test_process_unrequested_broken_plugin_does_not_stop_the_broker(tmp_path: Path) -> None:
+    """A broken plugin that was not asked for is only a warning: the broker still starts."""
+    proc = herald_process(
+        "run", "--data-dir", str(tmp_path), "--plugins", "echo", "--set", "echo.port=0"
+    )
+    assert proc.stderr is not None
+    stderr = LineReader(proc.stderr)
+    try:
+        stderr.wait_for("herald started")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+    assert any("broken" in line and "WARNING" in line for line in stderr.rest())
 
 
 def test_process_bad_config_value(tmp_path: Path) -> None:
