@@ -205,7 +205,14 @@ class Broker:
             auth.default_user, auth.default_password, vhost=self.config.broker.default_vhost
         )
         recovered = 0
+        range_size = self.config.queues.swap_range_size
         for queue in definitions.restore(self.vhosts, metadata):
+            assert queue.store_id is not None
+            if queue.swaps:  # ranges only: no message is read until a consumer needs it
+                for stored_range in self.store.queue_ranges(queue.store_id, range_size):
+                    queue.restore_range(stored_range)
+                    recovered += stored_range.count
+                continue
             for stored in self.store.recover_queue(queue.store_id):
                 queue.restore(stored.queue_offset, stored.message, stored.delivery_count)
                 recovered += 1

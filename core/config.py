@@ -60,6 +60,11 @@ def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
         raise InvalidValue(f"must be more than 0, got {_show(value)}", attribute.name)
 
 
+def _not_negative(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+    if value < 0:
+        raise InvalidValue(f"must be at least 0, got {_show(value)}", attribute.name)
+
+
 def _not_empty(_inst: object, attribute: attrs.Attribute, value: str | tuple[str, ...]) -> None:
     if not value if isinstance(value, str) else not all(value or ()):
         raise InvalidValue(
@@ -130,8 +135,24 @@ class AuthSection:
     loopback_users: tuple[str, ...] = attrs.field(default=("guest",), validator=_not_empty)
 
 
+@attrs.frozen
+class QueuesSection:
+    """`[queues]`: how queues keep a backlog of stored messages out of memory (core/swap.py)."""
+
+    swap: bool = True
+    tail_buffer: int = attrs.field(default=640 * 1024, validator=_not_negative)
+    swap_range_size: int = attrs.field(default=10_000, validator=_positive)
+    load_batch: int = attrs.field(default=1_000, validator=_positive)
+
+
 CORE_SECTIONS: Mapping[str, type] = types.MappingProxyType(
-    {"broker": BrokerSection, "store": StoreSection, "memory": MemorySection, "auth": AuthSection}
+    {
+        "broker": BrokerSection,
+        "store": StoreSection,
+        "memory": MemorySection,
+        "auth": AuthSection,
+        "queues": QueuesSection,
+    }
 )
 
 
@@ -143,6 +164,7 @@ class HeraldConfig:
     store: StoreSection = StoreSection()
     memory: MemorySection = MemorySection()
     auth: AuthSection = AuthSection()
+    queues: QueuesSection = QueuesSection()
     plugins: Mapping[str, Any] = attrs.field(factory=dict)
     """Plugin sections by name, each an instance of the class its plugin declared."""
 

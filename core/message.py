@@ -150,6 +150,7 @@ class Message:
             expiration_ms=None,
             annotations=annotations,
             converted=None,
+            timestamp=_now(),  # born again: TTLs in its new queue count from now
         )
 
     def raw_for(self, protocol: str, codecs: CodecRegistry) -> bytes:

@@ -28,6 +28,8 @@ from herald.core.queue_args import Overflow, QueueArguments
 from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
 from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
+from herald.core.store import QueueRange, StoredEntry
+from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.message import Message
@@ -60,7 +62,12 @@ class Queue:
         self.arguments: Mapping[str, Any] = dict(arguments or {})
         self.args = QueueArguments.parse(arguments, name, vhost.name)
         self.store_id = store_id
-        self.ready = ReadyList(self.args.max_priority)
+        policy = vhost.broker.config.queues
+        self._swap = policy.swap and store_id is not None and self.args.max_priority is None
+        self._tail_buffer = policy.tail_buffer
+        self._range_size = policy.swap_range_size
+        self._load_batch = policy.load_batch
+        self.ready = self._new_ready_list()
         self.consumers: list[Consumer] = []
         self.unacked_count = 0
         self.next_offset = 0
@@ -116,10 +123,40 @@ class Queue:
         return limit is None or self.ready.bytes + message.body_size <= limit
 
     def enqueue(self, message: Message) -> QueueEntry:
-        """Append `message` as a ready entry. The caller stores it, then calls `dispatch`."""
-        entry = self._append(message, self.next_offset, 0)
+        """Append `message` as a ready entry. The caller stores it, then `admit`s it."""
+        entry = self._new_entry(message, self.next_offset, 0)
+        self.next_offset += 1
+        self.ready.push(entry)
         self._published += 1
         return entry
+
+    def admit(self, entry: QueueEntry) -> None:
+        """After `enqueue` (and storing): swap the entry out if it joins a backlog, else start
+        its TTL. Then the caller dispatches."""
+        if self._swap and entry.stored and self._swap_out(entry):
+            return
+        if entry.expires_at is not None:
+            self.clock.track(entry)
+
+    def _swap_out(self, entry: QueueEntry) -> bool:
+        """Fold the newest ready entry into the tail range if the backlog is past the tail
+        buffer (or already swapped): from then on only the store keeps it."""
+        ready = self.ready
+        if not ready.pop_tail(entry):
+            return False
+        tail = ready.tail_range()
+        if tail is None and ready.loaded_bytes + entry.size <= self._tail_buffer:
+            ready.push(entry)  # the backlog is small: keep it loaded
+            return False
+        if tail is None or tail.count >= self._range_size:
+            tail = SwappedRange(entry.offset, entry.offset, 0, 0, SwappedRange.now_offset())
+            ready.push_range(tail)
+        before = tail.expires_at
+        ready.grow_range(tail, entry.offset, entry.size, entry.expires_at)
+        if tail.expires_at is not None and tail.expires_at != before:
+            self.clock.track_range(tail)
+        entry.state = GONE
+        return True
 
     def push(self, message: Message) -> None:
         """Enqueue and dispatch a message that needs no storing: the publish fast path.
@@ -136,40 +173,106 @@ class Queue:
                 self._delivered += 1
                 self._hand_over(consumer, entry)
                 return
-        self.enqueue(message)
+        self.admit(self.enqueue(message))
         self.dispatch()
         self.enforce_limits()
 
     def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
         """Put back a message recovered from the store, at its stored offset."""
-        entry = self._append(message, offset, delivery_count)
-        entry.stored = True
-        return entry
-
-    def unenqueue(self, entry: QueueEntry) -> None:
-        """Take back an entry whose publish failed before it was dispatched."""
-        entry.state = GONE
-        self.ready.discard(entry)
-
-    def _append(self, message: Message, offset: int, delivery_count: int) -> QueueEntry:
-        entry = self._new_entry(message, offset, delivery_count)
+        stored = StoredEntry(offset, message, delivery_count)
+        entry = self._stored_entry(stored, SwappedRange.now_offset())
         self.next_offset = offset + 1
         self.ready.push(entry)
         if entry.expires_at is not None:
             self.clock.track(entry)
         return entry
 
-    def _new_entry(self, message: Message, offset: int, delivery_count: int) -> QueueEntry:
+    def restore_range(self, stored: QueueRange) -> None:
+        """Put back a range of stored messages without loading them (restart of a long queue).
+
+        Their TTLs count from their publication when they are loaded; a queue with TTLs loads
+        each restored range once at start (through its clock) so they expire on time.
+        """
+        swapped = SwappedRange(
+            stored.first_offset,
+            stored.last_offset,
+            stored.count,
+            stored.bytes,
+            SwappedRange.now_offset(),
+        )
+        self.ready.push_range(swapped)
+        self.next_offset = stored.last_offset + 1
+        if self.args.message_ttl is not None:
+            swapped.expires_at = trio.current_time()
+            self.clock.track_range(swapped)
+
+    @property
+    def swaps(self) -> bool:
+        """Whether this queue may swap stored messages out of memory."""
+        return self._swap
+
+    def unenqueue(self, entry: QueueEntry) -> None:
+        """Take back an entry whose publish failed before it was dispatched."""
+        entry.state = GONE
+        self.ready.discard(entry)
+
+    def _new_entry(
+        self,
+        message: Message,
+        offset: int,
+        delivery_count: int,
+        enqueued_at: float | None = None,
+    ) -> QueueEntry:
+        """A new entry; `enqueued_at` (Trio time, default now) is when its TTL started."""
         args = self.args
         ttl = args.message_ttl
         expiration = message.expiration_ms
         if expiration is not None and (ttl is None or expiration < ttl):
             ttl = expiration
-        expires_at = None if ttl is None else trio.current_time() + ttl / 1000
+        if ttl is None:
+            expires_at = None
+        else:
+            start = trio.current_time() if enqueued_at is None else enqueued_at
+            expires_at = start + ttl / 1000
         priority = 0
         if args.max_priority is not None and message.priority:
             priority = min(message.priority, args.max_priority)
         return QueueEntry(self, offset, message, priority, expires_at, delivery_count)
+
+    def _stored_entry(self, stored: StoredEntry, clock_offset: float) -> QueueEntry:
+        """An entry for a message read back from the store; its TTL counts from its
+        publication (its wall timestamp moved to the Trio clock by `clock_offset`)."""
+        message = stored.message
+        entry = self._new_entry(
+            message, stored.queue_offset, stored.delivery_count, message.timestamp + clock_offset
+        )
+        entry.stored = True
+        return entry
+
+    def _read_swapped(self, swapped: SwappedRange, limit: int) -> list[QueueEntry]:
+        """The next `limit` entries of a swapped range, read from the store."""
+        assert self.store_id is not None
+        stored = self._store.read_queue(self.store_id, swapped.offset, swapped.last_offset, limit)
+        offset = swapped.clock_offset
+        return [self._stored_entry(s, offset) for s in stored]
+
+    def _loaded(self, entries: list[QueueEntry]) -> None:
+        """Entries of a range came into the ready list: start their TTLs."""
+        for entry in entries:
+            if entry.expires_at is not None:
+                self.clock.track(entry)
+
+    def load_swapped(self, swapped: SwappedRange) -> None:
+        """A range's earliest TTL came due: load it, so its entries can expire."""
+        self.ready.load(swapped)
+
+    def _new_ready_list(self) -> ReadyList:
+        return ReadyList(
+            self.args.max_priority,
+            loader=self._read_swapped,
+            on_load=self._loaded,
+            load_batch=self._load_batch,
+        )
 
     def enforce_limits(self) -> None:
         """Drop (dead-letter) ready entries from the head while over x-max-length(-bytes).
@@ -463,7 +566,7 @@ class Queue:
         for entry in entries:
             entry.state = GONE
             self._settle(entry)
-        self.ready = ReadyList(self.args.max_priority)
+        self.ready = self._new_ready_list()
         self.clock.forget_messages()
         return len(entries)
 
@@ -488,9 +591,7 @@ class Queue:
                 self._unacquire(entry)
                 entry.state = GONE
             consumer.sink.consumer_cancelled(consumer)
-        for entry in self.ready:
-            entry.state = GONE
-        self.ready = ReadyList(self.args.max_priority)
+        self.ready = self._new_ready_list()  # the store forgets the queue's messages itself
         return count
 
     def statistics(self) -> QueueStatistics:
@@ -504,4 +605,6 @@ class Queue:
             acked=self._acked,
             expired=self._expired,
             dead_lettered=self._dead,
+            messages_swapped=self.ready.swapped_count,
+            message_bytes_swapped=self.ready.swapped_bytes,
         )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from herald.core.ready_list import READY
+from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.queue import Queue
@@ -33,20 +34,28 @@ class QueueClock:
     def __init__(self, queue: Queue, timers: Timers) -> None:
         self._queue = queue
         self._timers = timers
-        self._heap: list[tuple[float, int, QueueEntry]] = []
+        self._heap: list[tuple[float, int, QueueEntry | SwappedRange]] = []
         self._timer: TimerHandle | None = None
         self._idle_timer: TimerHandle | None = None
 
     # -- message TTL -------------------------------------------------------------------------
     def track(self, entry: QueueEntry) -> None:
         """Expire `entry` at its `expires_at` unless it has left or been acquired by then."""
-        heap = self._heap
         assert entry.expires_at is not None
-        heapq.heappush(heap, (entry.expires_at, entry.offset, entry))
-        if heap[0][2] is entry:
+        self._push(entry.expires_at, entry.offset, entry)
+
+    def track_range(self, swapped: SwappedRange) -> None:
+        """Load `swapped` when its earliest TTL comes due, so its entries expire on time."""
+        assert swapped.expires_at is not None
+        self._push(swapped.expires_at, swapped.offset, swapped)
+
+    def _push(self, deadline: float, offset: int, item: QueueEntry | SwappedRange) -> None:
+        heap = self._heap
+        heapq.heappush(heap, (deadline, offset, item))
+        if heap[0][2] is item:
             if self._timer is not None:
                 self._timer.cancel()
-            self._timer = self._timers.call_at(entry.expires_at, self.expire_due)
+            self._timer = self._timers.call_at(deadline, self.expire_due)
 
     def expire_due_now(self) -> None:
         """Expire what is already due without waiting for the timer task (TTL 0)."""
@@ -62,9 +71,13 @@ class QueueClock:
         queue = self._queue
         now = trio.current_time()
         while heap and heap[0][0] <= now:
-            _, _, entry = heapq.heappop(heap)
-            if entry.state == READY:
-                queue.expire_entry(entry)
+            _, _, item = heapq.heappop(heap)
+            if item.state != READY:
+                continue
+            if item.__class__ is SwappedRange:
+                queue.load_swapped(item)  # its entries are tracked (and due) once loaded
+            else:
+                queue.expire_entry(item)
         if heap and not queue.deleted:
             self._timer = self._timers.call_at(heap[0][0], self.expire_due)
 

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from herald.core.ready_list import READY
-
 if TYPE_CHECKING:
     from herald.core.consumer import Consumer
     from herald.core.message import Message
     from herald.core.queue import Queue
+
+
+READY = 0  # waiting in the ready list
+ACQUIRED = 1  # delivered to a consumer, not yet settled
+GONE = 2  # left the queue (acked, expired, dropped, swapped out, deleted)
 
 
 class QueueEntry:
@@ -81,3 +84,5 @@ class QueueStatistics:
     acked: int
     expired: int
     dead_lettered: int
+    messages_swapped: int = 0  # ready messages only in the store (inside swapped ranges)
+    message_bytes_swapped: int = 0

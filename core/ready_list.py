@@ -5,38 +5,78 @@ entries arrive in offset order, so each priority level is a deque; entries retur
 or a cancelled consumer go back to their original place, as RabbitMQ does, through a small heap
 merged at pop time. Entries that leave from the middle (TTL expiry, drop-head) are marked and
 skipped lazily; the deques are compacted when such tombstones outnumber the live entries.
+
+A deque may also hold `SwappedRange` nodes (core/swap.py) standing for entries that are only
+in the store. When a range reaches the head, `loader(range, limit)` reads the next entries and
+they take the front of the range's place. `count` and `bytes` include swapped entries.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Union
+
+from herald.core.queue_entry import ACQUIRED, GONE, READY
+from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
-    from herald.core.queue import QueueEntry
+    from herald.core.queue_entry import QueueEntry
 
-READY = 0
-ACQUIRED = 1
-GONE = 2
+    Item = Union[QueueEntry, SwappedRange]  # noqa: UP007 - a runtime alias under TYPE_CHECKING
+
+__all__ = ["ACQUIRED", "GONE", "READY", "ReadyList"]
 
 _COMPACT_MIN = 1024
 
+Loader = Callable[[SwappedRange, int], "list[QueueEntry]"]
+
+
+def _no_loader(swapped: SwappedRange, limit: int) -> list[QueueEntry]:
+    raise AssertionError("a swapped range in a queue without a store loader")
+
 
 class ReadyList:
-    __slots__ = ("_levels", "_requeued", "_tombstones", "_top", "bytes", "count")
+    __slots__ = (
+        "_levels",
+        "_load_batch",
+        "_loader",
+        "_on_load",
+        "_requeued",
+        "_tombstones",
+        "_top",
+        "bytes",
+        "count",
+        "swapped_bytes",
+        "swapped_count",
+    )
 
-    def __init__(self, max_priority: int | None = None) -> None:
-        self._levels: list[deque[QueueEntry]] = [deque() for _ in range((max_priority or 0) + 1)]
+    def __init__(
+        self,
+        max_priority: int | None = None,
+        loader: Loader = _no_loader,
+        on_load: Callable[[list[QueueEntry]], None] | None = None,
+        load_batch: int = 1000,
+    ) -> None:
+        self._levels: list[deque[Item]] = [deque() for _ in range((max_priority or 0) + 1)]
         self._top = len(self._levels) - 1
         self._requeued: list[tuple[int, int, QueueEntry]] = []
+        self._loader = loader
+        self._on_load = on_load
+        self._load_batch = load_batch
         self.count = 0
         self.bytes = 0
+        self.swapped_count = 0
+        self.swapped_bytes = 0
         self._tombstones = 0
 
     def __len__(self) -> int:
         return self.count
+
+    @property
+    def loaded_bytes(self) -> int:
+        return self.bytes - self.swapped_bytes
 
     def push(self, entry: QueueEntry) -> None:
         """Append a new entry (its offset is the highest so far)."""
@@ -50,6 +90,80 @@ class ReadyList:
         self.count += 1
         self.bytes += entry.size
 
+    # -- swapped ranges -------------------------------------------------------------------------
+    def tail_range(self) -> SwappedRange | None:
+        """The range at the tail of the (only) level, if the tail is a range."""
+        level = self._levels[0]
+        if level:
+            tail = level[-1]
+            if tail.__class__ is SwappedRange:
+                return tail  # type: ignore[return-value]
+        return None
+
+    def pop_tail(self, entry: QueueEntry) -> bool:
+        """Take back `entry` if it is the newest item of the (only) level, to swap it out."""
+        level = self._levels[0]
+        if not level or level[-1] is not entry:
+            return False
+        level.pop()
+        self.count -= 1
+        self.bytes -= entry.size
+        return True
+
+    def push_range(self, swapped: SwappedRange) -> None:
+        """Append a range (a new one at the tail, or one recovered from the store)."""
+        self._levels[0].append(swapped)
+        self._count_range(swapped, 1)
+
+    def grow_range(
+        self, swapped: SwappedRange, offset: int, size: int, expires: float | None
+    ) -> None:
+        """Fold a new entry, already in the store, into the tail range."""
+        swapped.add(offset, size, expires)
+        self.count += 1
+        self.bytes += size
+        self.swapped_count += 1
+        self.swapped_bytes += size
+
+    def _count_range(self, swapped: SwappedRange, sign: int) -> None:
+        self.count += sign * swapped.count
+        self.bytes += sign * swapped.size
+        self.swapped_count += sign * swapped.count
+        self.swapped_bytes += sign * swapped.size
+
+    def _expand_head(self, level: deque[Item], swapped: SwappedRange, limit: int) -> None:
+        """Replace the range at the head of `level` by its first `limit` entries + the rest."""
+        entries = self._loader(swapped, limit)
+        level.popleft()
+        self._count_range(swapped, -1)
+        if entries:
+            loaded = sum(e.size for e in entries)
+            remaining = swapped.count - len(entries)
+            last = entries[-1].offset
+            if remaining > 0 and last < swapped.last_offset:
+                swapped.offset = last + 1
+                swapped.count = remaining
+                swapped.size = max(swapped.size - loaded, 0)
+                level.appendleft(swapped)
+                self._count_range(swapped, 1)
+            level.extendleft(reversed(entries))
+            self.count += len(entries)
+            self.bytes += loaded
+            if self._on_load is not None:
+                self._on_load(entries)
+
+    def load(self, swapped: SwappedRange) -> None:
+        """Load a whole range wherever it is (its earliest TTL came due)."""
+        level = self._levels[0]
+        try:
+            index = level.index(swapped)
+        except ValueError:
+            return  # already loaded (it reached the head meanwhile)
+        level.rotate(-index)
+        self._expand_head(level, swapped, swapped.count)
+        level.rotate(index)
+
+    # -- taking entries -------------------------------------------------------------------------
     def pop(self) -> QueueEntry | None:
         """Remove and return the next entry to deliver, or None."""
         if not self.count:
@@ -102,7 +216,10 @@ class ReadyList:
             while level:
                 head = level[0]
                 if head.state == READY:
-                    return head
+                    if head.__class__ is SwappedRange:
+                        self._expand_head(level, head, self._load_batch)  # type: ignore[arg-type]
+                        continue
+                    return head  # type: ignore[return-value]
                 level.popleft()
                 self._tombstones -= 1
         return None
@@ -123,12 +240,30 @@ class ReadyList:
         self._tombstones = 0
 
     def __iter__(self) -> Iterator[QueueEntry]:
-        """Live entries in delivery order (for browsing and purging); do not mutate meanwhile."""
-        requeued = sorted(item for item in self._requeued if item[2].state == READY)
-        streams = [iter([item[2] for item in requeued])]
-        streams.extend(iter(level) for level in reversed(self._levels))
-        keyed = (
-            ((-e.priority, e.offset), e) for stream in streams for e in stream if e.state == READY
+        """Live entries in delivery order (for browsing and purging); do not mutate meanwhile.
+
+        Swapped entries are read from the store as fresh, detached entries.
+        """
+        keyed: list[tuple[tuple[int, int], Item]] = [
+            ((p, o), e) for p, o, e in self._requeued if e.state == READY
+        ]
+        for level in self._levels:
+            keyed.extend(((-i.priority, i.offset), i) for i in level if i.state == READY)
+        keyed.sort(key=lambda pair: pair[0])
+        for _, item in keyed:
+            if item.__class__ is SwappedRange:
+                yield from self._read_range(item)  # type: ignore[arg-type]
+            else:
+                yield item  # type: ignore[misc]
+
+    def _read_range(self, swapped: SwappedRange) -> Iterator[QueueEntry]:
+        view = SwappedRange(
+            swapped.offset, swapped.last_offset, swapped.count, swapped.size, swapped.clock_offset
         )
-        for _, entry in sorted(keyed, key=lambda pair: pair[0]):
-            yield entry
+        while view.count > 0:
+            entries = self._loader(view, self._load_batch)
+            if not entries:
+                return
+            yield from entries
+            view.offset = entries[-1].offset + 1
+            view.count -= len(entries)

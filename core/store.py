@@ -47,6 +47,21 @@ class StoredEntry:
 
 
 @attrs.frozen
+class QueueRange:
+    """Consecutive un-acked entries of a queue, summarised without loading their messages.
+
+    What a swapped range of a queue stands for (Apollo's swapped_range): the queue keeps one of
+    these instead of N entries, and reads the entries back from the store when it needs them.
+    Offsets between `first_offset` and `last_offset` may have gaps (acked, or transient).
+    """
+
+    first_offset: int
+    last_offset: int
+    count: int
+    bytes: int  # the sum of the messages' body sizes
+
+
+@attrs.frozen
 class StoreStatistics:
     """A snapshot of a store's counters, for the management API and benchmarks."""
 
@@ -98,6 +113,19 @@ class Store(Protocol):
 
     def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
         """The queue's un-acked messages, in queue-offset order, after `open`."""
+
+    def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
+        """The queue's un-acked entries as ranges of at most `range_size` entries, in order.
+
+        Used at start instead of `recover_queue` for queues too long to load: it must not
+        decode messages (a consume queue answers it from its fixed-size entries).
+        """
+
+    def read_queue(
+        self, queue_id: int, first_offset: int, last_offset: int, limit: int
+    ) -> list[StoredEntry]:
+        """Un-acked entries with `first_offset <= offset <= last_offset`, in offset order, at
+        most `limit` of them: how a queue loads the part of a swapped range it needs next."""
 
     def delete_queue(self, queue_id: int) -> None:
         """Forget every message of a deleted queue."""

@@ -446,6 +446,7 @@ class VirtualHost:
                     entry.stored = True
         for entry in entries:
             queue = entry.queue
+            queue.admit(entry)
             queue.dispatch()
             queue.enforce_limits()
         if rejected:

@@ -22,7 +22,13 @@ import trio
 from herald.core.errors import InternalError
 from herald.core.hookspecs import hookimpl
 from herald.core.plugin_types import StorageBackend
-from herald.core.store import MetadataValue, QueueTarget, StoredEntry, StoreStatistics
+from herald.core.store import (
+    MetadataValue,
+    QueueRange,
+    QueueTarget,
+    StoredEntry,
+    StoreStatistics,
+)
 
 if TYPE_CHECKING:
     from herald.core.message import CodecRegistry, Message
@@ -169,6 +175,36 @@ class MemoryStore:
         return [
             StoredEntry(offset, entry.kept.message, entry.delivery_count)
             for offset, entry in sorted(entries.items(), key=_by_offset)
+        ]
+
+    def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
+        ranges: list[QueueRange] = []
+        entries = self._data.queues.get(queue_id)
+        if not entries:
+            return ranges
+        ordered = sorted(entries.items(), key=_by_offset)
+        for start in range(0, len(ordered), range_size):
+            chunk = ordered[start : start + range_size]
+            ranges.append(
+                QueueRange(
+                    first_offset=chunk[0][0],
+                    last_offset=chunk[-1][0],
+                    count=len(chunk),
+                    bytes=sum(entry.kept.message.body_size for _, entry in chunk),
+                )
+            )
+        return ranges
+
+    def read_queue(
+        self, queue_id: int, first_offset: int, last_offset: int, limit: int
+    ) -> list[StoredEntry]:
+        entries = self._data.queues.get(queue_id)
+        if not entries or limit <= 0:
+            return []
+        wanted = sorted(o for o in entries if first_offset <= o <= last_offset)[:limit]
+        return [
+            StoredEntry(offset, entries[offset].kept.message, entries[offset].delivery_count)
+            for offset in wanted
         ]
 
     def delete_queue(self, queue_id: int) -> None:

@@ -245,7 +245,7 @@ def test_unknown_section() -> None:
     message = error_of(data={"brokr": {}}, plugin_sections=SECTIONS)
     assert message == (
         "config: unknown key 'brokr' (did you mean 'broker'? "
-        "known sections: amqp, auth, broker, memory, mqtt, store)"
+        "known sections: amqp, auth, broker, memory, mqtt, queues, store)"
     )
 
 

@@ -13,9 +13,10 @@ from herald.core.store import QueueTarget, Store
 from herald.storage import memory
 from herald.storage.memory import MemoryStore, MemoryStoreData
 from tests.store_contract import StoreContract, StoreHarness, message
+from tests.store_contract_ranges import QueueRangeContract
 
 
-class TestMemoryStore(StoreContract):
+class TestMemoryStore(StoreContract, QueueRangeContract):
     def make_store(self, path: Path, *, reopen_from: Store | None = None) -> Store:
         if reopen_from is None:
             return MemoryStore()
