@@ -7,6 +7,7 @@ every case; the memory store plays the store (the commit-log store passes the sa
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ from tests.sinks import RecordingSink, body, msg
 SWAPPY = ["queues.tail_buffer=100", "queues.swap_range_size=50", "queues.load_batch=20"]
 
 
-def swappy(tmp_path: Path, data: MemoryStoreData, *extra: str):  # noqa: ANN201
+def swappy(
+    tmp_path: Path, data: MemoryStoreData, *extra: str
+) -> AbstractAsyncContextManager[Broker]:
     return embedded(data_dir=tmp_path, store=MemoryStore(data), settings=[*SWAPPY, *extra])
 
 
