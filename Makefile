@@ -42,6 +42,8 @@ format: install
 bench: install
 	$(PY) benchmarks/kernel.py
 	$(PY) benchmarks/topic_routing.py
+	$(PY) benchmarks/amqp_codec.py
+	$(PY) benchmarks/stomp_codec.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

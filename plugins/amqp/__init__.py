@@ -1,0 +1,1 @@
+"""herald's AMQP 0-9-1 protocol plugin."""
