@@ -1,0 +1,46 @@
+"""The STOMP 1.0 / 1.1 / 1.2 wire codec, server side, sans-IO.
+
+No sockets, Trio or kernel here: `StompConnection` turns received bytes into `Frame` and
+`Heartbeat` events and queued frames into bytes (h11/h2's shape). `encode_frame` and
+`FrameReader` are the pure halves it is built from.
+"""
+
+from __future__ import annotations
+
+from herald.plugins.stomp.codec.connection import StompConnection
+from herald.plugins.stomp.codec.escaping import escape, unescape
+from herald.plugins.stomp.codec.events import (
+    CLIENT_COMMANDS,
+    HEARTBEAT,
+    NEED_DATA,
+    SERVER_COMMANDS,
+    VERSIONS,
+    Event,
+    Frame,
+    Heartbeat,
+    error_frame,
+)
+from herald.plugins.stomp.codec.limits import StompLimits
+from herald.plugins.stomp.codec.reader import FrameReader
+from herald.plugins.stomp.codec.state import Role, State
+from herald.plugins.stomp.codec.writer import encode_frame
+
+__all__ = [
+    "CLIENT_COMMANDS",
+    "HEARTBEAT",
+    "NEED_DATA",
+    "SERVER_COMMANDS",
+    "VERSIONS",
+    "Event",
+    "Frame",
+    "FrameReader",
+    "Heartbeat",
+    "Role",
+    "State",
+    "StompConnection",
+    "StompLimits",
+    "encode_frame",
+    "error_frame",
+    "escape",
+    "unescape",
+]

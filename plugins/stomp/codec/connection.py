@@ -1,0 +1,106 @@
+"""`StompConnection`: the server side of one STOMP connection, without I/O.
+
+The caller (the STOMP session, driven by the Trio adapter) feeds received bytes with
+`receive_data`, pulls `Frame`s and `Heartbeat`s with `next_event` until NEED_DATA, queues
+replies with `send` / `send_heartbeat`, and writes `data_to_send()` to the socket. The codec
+never picks the protocol version: the session negotiates it from CONNECT's accept-version and
+sets `version` before it sends CONNECTED; until then frames are read and written as 1.0.
+
+A peer's protocol error is raised from `next_event` as RemoteProtocolError (STOMP has no error
+code: `code` is None and `text` belongs in the ERROR frame's message header). The error is
+sticky: the connection is then only good for sending that ERROR. After an ERROR frame is sent,
+inbound bytes are ignored and nothing more may be sent.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.plugins.stomp.codec.events import (
+    CLIENT_COMMANDS,
+    NEED_DATA,
+    VERSIONS,
+    Frame,
+    Heartbeat,
+)
+from herald.plugins.stomp.codec.limits import StompLimits
+from herald.plugins.stomp.codec.reader import FrameReader
+from herald.plugins.stomp.codec.state import Role, State, transition
+from herald.plugins.stomp.codec.writer import encode_frame
+
+
+@attrs.define(slots=True)
+class StompConnection:
+    """A sans-IO STOMP 1.0/1.1/1.2 server connection: bytes in, events out, frames to bytes."""
+
+    limits: StompLimits = attrs.field(factory=StompLimits)
+    version: str = attrs.field(default="1.0", validator=attrs.validators.in_(VERSIONS))
+    """The agreed version; the session sets it when it answers CONNECT."""
+    state: State = attrs.field(default=State.AWAIT_CONNECT, init=False)
+    _reader: FrameReader = attrs.field(init=False)
+    _outgoing: list[bytes] = attrs.field(init=False, factory=list)
+    _error: RemoteProtocolError | None = attrs.field(init=False, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        self._reader = FrameReader(self.limits, CLIENT_COMMANDS, peer="client")
+
+    # -- inbound ----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Buffer bytes received from the client (b"" is a no-op; EOF is the adapter's)."""
+        if self.state is not State.CLOSED:
+            self._reader.feed(data)
+
+    def next_event(self) -> Frame | Heartbeat | type[NEED_DATA]:
+        """The next complete frame or heart-beat, or NEED_DATA.
+
+        Raises RemoteProtocolError when the client broke the protocol, and again on every
+        later call. After the server sent ERROR this returns NEED_DATA.
+        """
+        if self._error is not None:
+            raise self._error
+        if self.state is State.CLOSED:
+            return NEED_DATA
+        try:
+            event = self._reader.next_event(self.version)
+            if type(event) is Frame:
+                state = transition(self.state, Role.CLIENT, event.command)
+                if state is not self.state:  # attrs' __setattr__ costs more than the check
+                    self.state = state
+        except LocalProtocolError as exc:
+            self._error = RemoteProtocolError(exc.text)
+            raise self._error from exc
+        return event
+
+    @property
+    def buffered(self) -> int:
+        """Received bytes not yet returned as events (for the adapter's flow control)."""
+        return self._reader.buffered
+
+    # -- outbound ---------------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Queue a server frame (CONNECTED, MESSAGE, RECEIPT, ERROR) for `data_to_send`.
+
+        Raises LocalProtocolError if the state does not allow the frame or a header cannot be
+        written in this version; nothing is queued then.
+        """
+        state = transition(self.state, Role.SERVER, frame.command)
+        self._outgoing.append(encode_frame(frame, self.version))
+        if state is not self.state:
+            self.state = state
+
+    def send_heartbeat(self) -> None:
+        """Queue one heart-beat (an LF, valid in every version)."""
+        if self.state is State.CLOSED:
+            raise LocalProtocolError("cannot send a heart-beat: the connection sent ERROR")
+        self._outgoing.append(b"\n")
+
+    def data_to_send(self) -> bytes:
+        """Everything queued since the last call, as one bytes object."""
+        if not self._outgoing:
+            return b""
+        data = b"".join(self._outgoing)
+        self._outgoing.clear()
+        return data

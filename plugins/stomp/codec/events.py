@@ -1,0 +1,103 @@
+"""What the STOMP codec reads and writes: frames, heart-beats and the NEED_DATA sentinel.
+
+A frame keeps its headers as an ordered tuple of pairs, repeats included, because STOMP 1.2
+says the first of repeated entries wins and a relay must not reorder what it forwards; `get`
+applies that rule. Header names and values are the decoded (unescaped) text; the codec alone
+deals with the wire escapes of each version.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+import attrs
+
+VERSIONS: Final = ("1.0", "1.1", "1.2")
+"""The protocol versions the codec speaks, oldest first."""
+
+CLIENT_COMMANDS: Final = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "ACK",
+        "NACK",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "DISCONNECT",
+    }
+)
+SERVER_COMMANDS: Final = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "STOMP", "CONNECTED"})
+"""Frames whose headers are never escaped: they are written before the version is agreed."""
+
+
+class _SentinelType(type):
+    def __repr__(cls) -> str:
+        return cls.__name__
+
+
+class NEED_DATA(metaclass=_SentinelType):
+    """Returned by `next_event` when the buffered bytes hold no complete event yet."""
+
+
+Headers = tuple[tuple[str, str], ...]
+
+
+def _as_pairs(headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> Headers:
+    """Headers as the tuple of pairs a Frame keeps (decoded frames pass through untouched)."""
+    if type(headers) is tuple:
+        return headers
+    if isinstance(headers, Mapping):
+        return tuple(headers.items())
+    return tuple((name, value) for name, value in headers)
+
+
+@attrs.frozen
+class Event:
+    """Base of everything the STOMP codec reads or writes."""
+
+
+@attrs.frozen
+class Frame(Event):
+    """One STOMP frame; `headers` are (name, value) pairs in wire order, repeats kept."""
+
+    command: str
+    headers: Headers = attrs.field(default=(), converter=_as_pairs)
+    body: bytes = b""
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        """The value of the first `name` header (STOMP 1.2: the first repeated entry wins)."""
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return default
+
+    def get_all(self, name: str) -> list[str]:
+        """Every value of `name`, in wire order."""
+        return [value for key, value in self.headers if key == name]
+
+
+@attrs.frozen
+class Heartbeat(Event):
+    """One end-of-line (LF or CR LF) received between frames: a heart-beat or frame padding."""
+
+
+HEARTBEAT: Final = Heartbeat()
+
+
+def error_frame(message: str, details: bytes = b"", receipt_id: str | None = None) -> Frame:
+    """An ERROR frame: the short `message` header, and `details` as a plain-text body.
+
+    `receipt_id` names the frame that caused the error when it asked for a receipt (1.2).
+    """
+    headers = [("message", message)]
+    if receipt_id is not None:
+        headers.append(("receipt-id", receipt_id))
+    if details:
+        headers.append(("content-type", "text/plain"))
+    return Frame("ERROR", tuple(headers), details)

@@ -1,0 +1,327 @@
+"""The STOMP frame reader: buffered bytes in, frames and heart-beats out, limits enforced.
+
+Parsing is lazy (`next_event` parses, `feed` only appends), so a session that sets the agreed
+version after answering CONNECT has every later frame read under that version, even frames the
+client pipelined behind its CONNECT. The buffer is one bytearray; the header end, the NUL and
+the line count are found with C-level `find`/`count` calls that resume where the previous call
+stopped, so a frame dribbled in byte by byte still costs O(n). Headers are decoded with one
+`decode` and `split` per frame. Every limit is checked while the frame is still incomplete.
+
+Line endings: STOMP 1.2 ends lines with LF or CR LF. The reader accepts CR LF in 1.0 as well,
+because the CONNECT frame of a 1.2 client is read before the version is agreed; 1.0 also trims
+blanks around header names and values, as RabbitMQ and ActiveMQ do for the padding old clients
+send. STOMP 1.1 is LF-only: a CR there is header data, and values are never trimmed in 1.1/1.2.
+A colon inside a header value is accepted (split at the first colon), since CONNECT values are
+never escaped and 1.0 values never are. Errors are raised as LocalProtocolError; the
+connection turns them into RemoteProtocolError.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+from herald.core.errors import LocalProtocolError
+from herald.plugins.stomp.codec.escaping import unescape
+from herald.plugins.stomp.codec.events import (
+    CLIENT_COMMANDS,
+    HEARTBEAT,
+    NEED_DATA,
+    SERVER_COMMANDS,
+    UNESCAPED_COMMANDS,
+    Frame,
+    Heartbeat,
+)
+from herald.plugins.stomp.codec.limits import StompLimits
+
+_LF: Final = 10
+_CR: Final = 13
+_ALL_COMMANDS: Final = CLIENT_COMMANDS | SERVER_COMMANDS
+_MAX_COMMAND_LINE: Final = max(map(len, _ALL_COMMANDS)) + 1  # the longest command, then a CR
+_FIRST_WINDOW: Final = 512  # bytes searched for the end of the headers before widening
+
+
+class _Head(NamedTuple):
+    """A frame whose command and headers are parsed and whose body is still arriving."""
+
+    command: str
+    headers: tuple[tuple[str, str], ...]
+    body_start: int
+    content_length: int  # -1: the body ends at the first NUL
+
+
+class FrameReader:
+    """Frames and heart-beats from a byte stream, for the side that receives `commands`."""
+
+    __slots__ = (
+        "_buffer",
+        "_commands",
+        "_counted",
+        "_head",
+        "_limits",
+        "_lines",
+        "_peer",
+        "_scan",
+    )
+
+    def __init__(
+        self,
+        limits: StompLimits,
+        commands: Iterable[str] = CLIENT_COMMANDS,
+        peer: str = "client",
+    ) -> None:
+        self._limits = limits
+        self._commands = {command: command for command in commands}
+        self._peer = peer
+        self._buffer = bytearray()
+        self._head: _Head | None = None
+        self._scan = 0  # the header-end or NUL search resumes here
+        self._counted = 0  # the bytes of an incomplete head before this offset were checked
+        self._lines = 0  # header lines counted before `_counted`
+
+    def feed(self, data: bytes) -> None:
+        """Append received bytes; nothing is parsed until `next_event`."""
+        self._buffer += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as events."""
+        return len(self._buffer)
+
+    def next_event(self, version: str) -> Frame | Heartbeat | type[NEED_DATA]:
+        """The next frame or heart-beat, read under `version`, or NEED_DATA."""
+        head = self._head
+        if head is None:
+            buffer = self._buffer
+            if not buffer:
+                return NEED_DATA
+            first = buffer[0]
+            if first == _LF:
+                del buffer[:1]
+                return HEARTBEAT
+            if first == _CR:
+                if len(buffer) < 2:
+                    return NEED_DATA
+                if buffer[1] != _LF:
+                    raise LocalProtocolError("a CR between frames must be followed by LF")
+                del buffer[:2]
+                return HEARTBEAT
+            head = self._read_head(version)
+            if head is None:
+                return NEED_DATA
+            self._head = head
+            self._scan = head.body_start
+            self._counted = self._lines = 0
+        return self._read_body(head)
+
+    # -- the command line and headers ------------------------------------------------------
+
+    def _read_head(self, version: str) -> _Head | None:
+        buffer = self._buffer
+        size = len(buffer)
+        crlf = version != "1.1"
+        # The headers end at the first empty line: LF LF, or LF CR LF where CR LF is an EOL.
+        # The search runs in windows that grow geometrically from where the last one stopped,
+        # so it never scans on into later frames: the work stays linear in the frame's own
+        # header size, whatever mix of line endings a peer sends.
+        low = self._scan
+        window = _FIRST_WINDOW
+        j = -1
+        while True:
+            high = low + window
+            i = buffer.find(b"\n\n", low, high)
+            if i >= 0:
+                break
+            if crlf:
+                j = buffer.find(b"\n\r\n", low, high)
+                if j >= 0:
+                    break
+            if high >= size:
+                self._check_incomplete_head(size, crlf)
+                self._scan = max(size - 2, 0)
+                return None
+            low = high - 2
+            window *= 2
+        if i >= 0 and crlf:  # with CR LF lines, an LF CR LF before this LF LF ends the headers
+            j = buffer.find(b"\n\r\n", low, i + 2)
+        header_end, body_start = (j, j + 3) if j >= 0 else (i, i + 2)
+        text = self._decode_head(header_end, crlf)
+        if crlf and "\r" in text:
+            text = text.replace("\r\n", "\n")
+        lines = text.split("\n")
+        lines.pop()  # the empty string after the last LF
+        command = self._command(lines[0], False)
+        del lines[0]
+        limits = self._limits
+        if (
+            len(lines) > limits.max_headers
+            or header_end >= limits.max_header_line
+            or body_start > limits.max_frame_size
+            or "\x00" in text
+            or (version == "1.2" and "\r" in text)
+        ):
+            self._check_head(text, version, len(lines), body_start)
+
+        headers: list[tuple[str, str]] = []
+        append = headers.append
+        if version == "1.0":
+            for line in lines:
+                name, colon, value = line.partition(":")
+                name = name.strip(" \t")
+                if not colon or not name:
+                    raise _malformed(line)
+                append((name, value.strip(" \t")))
+        else:
+            for line in lines:
+                name, colon, value = line.partition(":")
+                if not colon or not name:
+                    raise _malformed(line)
+                append((name, value))
+            if "\\" in text and command not in UNESCAPED_COMMANDS:
+                headers = [(unescape(name, version), unescape(v, version)) for name, v in headers]
+        length = -1
+        if "content-length" in text:
+            for name, value in headers:
+                if name == "content-length":
+                    length = self._content_length(value, body_start)
+                    break
+        return _Head(command, tuple(headers), body_start, length)
+
+    def _decode_head(self, header_end: int, crlf: bool) -> str:
+        """The command line and header lines (each with its LF) as text."""
+        buffer = self._buffer
+        try:
+            return buffer[: header_end + 1].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self._command(buffer[: buffer.find(b"\n")].decode("latin-1"), crlf)  # that first
+            raise LocalProtocolError(
+                f"frame headers are not valid UTF-8 (byte {exc.start} of the frame)"
+            ) from None
+
+    def _command(self, line: str, crlf: bool) -> str:
+        """The command `line` names; LocalProtocolError if it is not one the peer may send."""
+        if crlf and line.endswith("\r"):
+            line = line[:-1]
+        command = self._commands.get(line)
+        if command is None:
+            if line in _ALL_COMMANDS:
+                raise LocalProtocolError(f"a {self._peer} may not send a {line} frame")
+            raise LocalProtocolError(f"unknown command {line!r}")
+        return command
+
+    def _check_head(self, text: str, version: str, count: int, body_start: int) -> None:
+        """The octet rules and limits a complete head must meet (the slow path)."""
+        limits = self._limits
+        if "\x00" in text:
+            raise _nul_in_headers()
+        if version == "1.2" and "\r" in text:
+            raise LocalProtocolError("a bare CR in a STOMP 1.2 header; send it escaped as \\r")
+        if count > limits.max_headers:
+            raise self._too_many_headers()
+        if any(len(line) > limits.max_header_line for line in text.encode("utf-8").split(b"\n")):
+            raise self._line_too_long()
+        if body_start > limits.max_frame_size:
+            raise self._frame_too_large()
+
+    def _check_incomplete_head(self, size: int, crlf: bool) -> None:
+        """Fail as soon as the part of a head received so far breaks a rule or a limit."""
+        limits = self._limits
+        buffer = self._buffer
+        nl = buffer.find(b"\n", 0, _MAX_COMMAND_LINE + 1)
+        if nl < 0:
+            if size > _MAX_COMMAND_LINE:
+                shown = bytes(buffer[:_MAX_COMMAND_LINE]).decode("latin-1") + "..."
+                raise LocalProtocolError(f"unknown command {shown!r}")
+            return
+        self._command(bytes(buffer[:nl]).decode("latin-1"), crlf)
+        if size > limits.max_frame_size:
+            raise self._frame_too_large()
+        start = max(self._counted, nl + 1)
+        if buffer.find(b"\x00", start, size) >= 0:
+            raise _nul_in_headers()
+        window = size - limits.max_header_line - 1
+        if window > nl and buffer.rfind(b"\n", window, size) < 0:
+            raise self._line_too_long()
+        self._lines += buffer.count(b"\n", start, size)
+        if self._lines > limits.max_headers:
+            raise self._too_many_headers()
+        self._counted = size
+
+    def _content_length(self, value: str, body_start: int) -> int:
+        if not (value.isascii() and value.isdigit()):
+            raise LocalProtocolError(
+                f"invalid content-length {value!r}: expected a non-negative decimal integer"
+            )
+        limit = self._limits.max_body_size
+        if len(value) > 18 or int(value) > limit:
+            raise LocalProtocolError(
+                f"content-length {value} exceeds the maximum body size of {limit} bytes"
+            )
+        length = int(value)
+        if body_start + length > self._limits.max_frame_size:
+            raise self._frame_too_large()
+        return length
+
+    # -- the body ---------------------------------------------------------------------------
+
+    def _read_body(self, head: _Head) -> Frame | type[NEED_DATA]:
+        command, headers, start, length = head
+        buffer = self._buffer
+        if length >= 0:
+            end = start + length
+            if len(buffer) <= end:
+                return NEED_DATA
+            if buffer[end] != 0:
+                raise LocalProtocolError(
+                    f"frame body is not followed by a NUL after content-length {length} bytes"
+                )
+        else:
+            end = buffer.find(b"\x00", self._scan)
+            if end < 0:
+                end = len(buffer)
+                self._check_body_size(start, end)
+                self._scan = end
+                return NEED_DATA
+            self._check_body_size(start, end)
+        body = bytes(buffer[start:end])
+        del buffer[: end + 1]
+        self._head = None
+        self._scan = 0
+        return Frame(command, headers, body)
+
+    def _check_body_size(self, start: int, end: int) -> None:
+        limit = self._limits.max_body_size
+        if end - start > limit:
+            raise LocalProtocolError(
+                f"frame body exceeds the maximum body size of {limit} bytes "
+                "(send a content-length header, or a smaller body)"
+            )
+        if end > self._limits.max_frame_size:
+            raise self._frame_too_large()
+
+    # -- limit errors -----------------------------------------------------------------------
+
+    def _frame_too_large(self) -> LocalProtocolError:
+        return LocalProtocolError(
+            f"frame too large: the maximum frame size is {self._limits.max_frame_size} bytes"
+        )
+
+    def _line_too_long(self) -> LocalProtocolError:
+        return LocalProtocolError(
+            f"header line too long: the maximum is {self._limits.max_header_line} bytes"
+        )
+
+    def _too_many_headers(self) -> LocalProtocolError:
+        return LocalProtocolError(
+            f"too many headers: the maximum is {self._limits.max_headers} per frame"
+        )
+
+
+def _nul_in_headers() -> LocalProtocolError:
+    return LocalProtocolError(
+        "a NUL in the frame headers (is the empty line before the body missing?)"
+    )
+
+
+def _malformed(line: str) -> LocalProtocolError:
+    return LocalProtocolError(f"malformed header line {line!r}: expected name:value")
