@@ -1,0 +1,250 @@
+"""`MQTTConnection`: the server side of one MQTT connection, sans-IO (h2's shape, STYLE rule 1).
+
+Bytes go in through `receive_data`, packets come out of `next_event`; packets go in through
+`send` and bytes come out of `data_to_send`. The protocol level is learned from CONNECT and
+used for every packet after it. The connection keeps the state the wire itself needs: the
+state machine (state.py), the inbound topic aliases of MQTT 5 (resolved here, like HPACK in
+h2), the client's Maximum Packet Size, and PINGREQ, which it answers itself.
+
+Errors: whatever the client gets wrong raises `RemoteProtocolError` with an MQTT 5 reason code
+in `.code`, once; afterwards `next_event` raises again and `error_reply()` gives the packet to
+send before closing (a refusing CONNACK in the client's format, or an MQTT 5 DISCONNECT).
+Misuse by the caller raises `LocalProtocolError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.plugins.mqtt.codec.decode import connect_level, decode_body
+from herald.plugins.mqtt.codec.encode import encode_packet
+from herald.plugins.mqtt.codec.packets import (
+    NEED_DATA,
+    PACKET_CLASSES,
+    ConnAck,
+    Connect,
+    Disconnect,
+    Packet,
+    PingReq,
+    PingResp,
+    Publish,
+)
+from herald.plugins.mqtt.codec.properties import NO_PROPERTIES
+from herald.plugins.mqtt.codec.reader import DEFAULT_MAX_PACKET_SIZE, PacketReader
+from herald.plugins.mqtt.codec.reasons import (
+    CONNACK_V3_RETURN_CODE,
+    VALID_REASON_CODES,
+    PacketType,
+    ProtocolVersion,
+    ReasonCode,
+)
+from herald.plugins.mqtt.codec.state import (
+    MQTT5_ONLY_SENDS,
+    TRANSITIONS,
+    ConnectionState,
+    Direction,
+    PeerError,
+    next_state,
+    trigger,
+)
+from herald.plugins.mqtt.codec.wire import malformed, protocol_error
+
+_PING_RESPONSE = PingResp()
+
+
+class MQTTConnection:
+    """One client's connection, seen from the server."""
+
+    def __init__(
+        self,
+        *,
+        max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
+        versions: Iterable[int] = tuple(ProtocolVersion),
+    ) -> None:
+        self._reader = PacketReader(max_packet_size)
+        self._out: list[bytes] = []
+        self._state = ConnectionState.AWAIT_CONNECT
+        self._version: int | None = None
+        self._connect_level: int | None = None
+        self._error: RemoteProtocolError | None = None
+        self._aliases: dict[int, str] = {}
+        self._topic_alias_maximum = 0
+        self._pings_due = 0
+        self.supported_versions = frozenset(versions)
+        self.peer_max_packet_size: int | None = None
+        """The client's MQTT 5 Maximum Packet Size; `send` refuses larger packets (0x95)."""
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def version(self) -> int | None:
+        """The protocol level CONNECT chose (3, 4 or 5), None before a valid CONNECT."""
+        return self._version
+
+    @property
+    def max_packet_size(self) -> int:
+        """The inbound limit; a server may raise it once the client is authenticated."""
+        return self._reader.max_packet_size
+
+    @max_packet_size.setter
+    def max_packet_size(self, value: int) -> None:
+        self._reader.max_packet_size = value
+
+    @property
+    def topic_alias_maximum(self) -> int:
+        """The Topic Alias Maximum our accepting CONNACK announced (0: none allowed)."""
+        return self._topic_alias_maximum
+
+    # -- inbound ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Buffer bytes read from the client (ignored once the connection has failed)."""
+        if self._error is None:
+            self._reader.receive_data(data)
+
+    def next_event(self) -> Packet | type[NEED_DATA]:
+        """The next packet from the client, or NEED_DATA; raises RemoteProtocolError."""
+        if self._error is not None:
+            error = self._error
+            raise RemoteProtocolError(f"connection already failed: {error.text}", error.code)
+        reader = self._reader
+        try:
+            frame = reader.next_frame()
+            if frame is None:
+                return NEED_DATA
+            first, start, end = frame
+            cls = PACKET_CLASSES.get(first >> 4)
+            if cls is None:
+                raise malformed("reserved packet type 0")
+            new_state = TRANSITIONS.get((self._state, Direction.RECEIVE, cls))
+            if new_state is None:
+                raise protocol_error(f"{cls.TYPE.name} is not allowed: {self._state.value}")
+            if cls is Connect:
+                self._connect_level = connect_level(reader.buffer, start, end)
+            packet = decode_body(first, reader.buffer, start, end, self._version)
+            if cls is Publish:
+                if packet.properties is not NO_PROPERTIES:  # type: ignore[attr-defined]
+                    packet = self._resolve_alias(packet)  # type: ignore[arg-type]
+            elif cls is Connect:
+                self._accept_connect(packet)  # type: ignore[arg-type]
+            elif cls is PingReq:
+                self._pings_due += 1
+            reader.consume(end)
+            self._state = new_state
+            if self._pings_due:
+                self._answer_pings()
+            return packet
+        except LocalProtocolError as exc:
+            self._error = RemoteProtocolError(exc.text, exc.code)
+            self._state = next_state(self._state, Direction.RECEIVE, PeerError) or self._state
+            raise self._error from None
+
+    def _accept_connect(self, packet: Connect) -> None:
+        if packet.protocol_level not in self.supported_versions:
+            raise LocalProtocolError(
+                f"protocol level {packet.protocol_level} is disabled on this listener",
+                ReasonCode.UNSUPPORTED_PROTOCOL_VERSION,
+            )
+        self._version = packet.protocol_level
+        if self._version == 5:
+            self.peer_max_packet_size = packet.properties.maximum_packet_size
+
+    def _resolve_alias(self, packet: Publish) -> Publish:
+        props = packet.properties
+        if props.subscription_identifiers:
+            raise protocol_error("a client's PUBLISH must not carry subscription identifiers")
+        alias = props.topic_alias
+        if alias is None:
+            return packet
+        if alias > self._topic_alias_maximum:
+            raise LocalProtocolError(
+                f"topic alias {alias} exceeds the maximum {self._topic_alias_maximum}",
+                ReasonCode.TOPIC_ALIAS_INVALID,
+            )
+        if packet.topic:
+            self._aliases[alias] = packet.topic
+            return packet
+        topic = self._aliases.get(alias)
+        if topic is None:
+            raise protocol_error(f"topic alias {alias} was never set")
+        return attrs.evolve(packet, topic=topic)
+
+    # -- outbound --------------------------------------------------------------------------
+
+    def send(self, packet: Packet) -> None:
+        """Queue `packet` for the client; raises LocalProtocolError if the protocol forbids it
+        now (state, version) or it exceeds the client's Maximum Packet Size (code 0x95, nothing
+        queued: MQTT 5 says to drop such a message as if it had been sent)."""
+        if type(packet) is PingResp:
+            raise LocalProtocolError("the codec answers PINGREQ itself")
+        self._send(packet)
+        self._answer_pings()
+
+    def _send(self, packet: Packet) -> None:
+        cls = type(packet)
+        new_state = next_state(self._state, Direction.SEND, trigger(packet))
+        if new_state is None:
+            raise LocalProtocolError(f"cannot send {cls.__name__}: {self._state.value}")
+        version = self._version or self._reply_version()
+        if cls in MQTT5_ONLY_SENDS and version != 5:
+            raise LocalProtocolError(f"a server sends {cls.TYPE.name} in MQTT 5 only")
+        data = encode_packet(packet, version)
+        if self.peer_max_packet_size is not None and len(data) > self.peer_max_packet_size:
+            raise LocalProtocolError(
+                f"{cls.TYPE.name} of {len(data)} bytes exceeds the client's maximum packet size "
+                f"{self.peer_max_packet_size}",
+                ReasonCode.PACKET_TOO_LARGE,
+            )
+        self._out.append(data)
+        if cls is ConnAck and new_state is ConnectionState.CONNECTED:
+            self._topic_alias_maximum = packet.properties.topic_alias_maximum or 0  # type: ignore[attr-defined]
+        self._state = new_state
+
+    def _answer_pings(self) -> None:
+        while self._pings_due and self._state is ConnectionState.CONNECTED:
+            self._pings_due -= 1
+            self._send(_PING_RESPONSE)
+
+    def data_to_send(self) -> bytes:
+        """Everything queued since the last call, as one bytes object."""
+        out = self._out
+        if not out:
+            return b""
+        data = out[0] if len(out) == 1 else b"".join(out)
+        out.clear()
+        return data
+
+    # -- errors ----------------------------------------------------------------------------
+
+    def _reply_version(self) -> int:
+        """The format to answer a CONNECT that failed to decode in: MQTT 5 if it said level 5,
+        else 3.1.1's (which 3.1 shares, and which mosquitto uses for unknown levels)."""
+        return ProtocolVersion.MQTT_5 if self._connect_level == 5 else ProtocolVersion.MQTT_3_1_1
+
+    def error_reply(self) -> Packet | None:
+        """The packet to send before closing after a RemoteProtocolError, or None to just close.
+
+        Before CONNACK: a refusing CONNACK (3.1/3.1.1: only for codes that have a return code,
+        e.g. 0x84 -> 0x01; MQTT 5: the reason code). After CONNACK: an MQTT 5 DISCONNECT.
+        """
+        error = self._error
+        if error is None:
+            return None
+        code = error.code or ReasonCode.UNSPECIFIED_ERROR
+        version = self._version or self._reply_version()
+        if self._state is ConnectionState.CONNECT_FAILED:
+            if version == 5:
+                if code not in VALID_REASON_CODES[PacketType.CONNACK]:
+                    code = ReasonCode.UNSPECIFIED_ERROR
+                return ConnAck(ReasonCode(code))
+            return ConnAck(ReasonCode(code)) if code in CONNACK_V3_RETURN_CODE else None
+        if self._state is ConnectionState.FAILED and version == 5:
+            if code not in VALID_REASON_CODES[PacketType.DISCONNECT]:
+                code = ReasonCode.UNSPECIFIED_ERROR
+            return Disconnect(ReasonCode(code))
+        return None
