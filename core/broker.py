@@ -212,9 +212,11 @@ class Broker:
                 for stored_range in self.store.queue_ranges(queue.store_id, range_size):
                     queue.restore_range(stored_range)
                     recovered += stored_range.count
-                continue
-            for stored in self.store.recover_queue(queue.store_id):
-                queue.restore(stored.queue_offset, stored.message, stored.delivery_count)
-                recovered += 1
+            else:
+                for stored in self.store.recover_queue(queue.store_id):
+                    queue.restore(stored.queue_offset, stored.message, stored.delivery_count)
+                    recovered += 1
+            # Offsets only grow, even past messages acked before the restart.
+            queue.next_offset = max(queue.next_offset, self.store.queue_next_offset(queue.store_id))
         if recovered:
             log.info("recovered %d message(s) from the store", recovered)

@@ -114,6 +114,14 @@ class Store(Protocol):
     def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
         """The queue's un-acked messages, in queue-offset order, after `open`."""
 
+    def queue_next_offset(self, queue_id: int) -> int:
+        """One past the highest queue offset ever appended for the queue (0 if none).
+
+        A restarted queue continues from here, so a queue's offsets only ever grow, even
+        when its newest messages were acked before the restart: a backend may rely on that
+        (a consume queue is then sorted by offset).
+        """
+
     def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
         """The queue's un-acked entries as ranges of at most `range_size` entries, in order.
 

@@ -61,6 +61,7 @@ class MemoryStoreData:
     """
 
     queues: dict[int, dict[int, _Entry]] = attrs.field(factory=dict, repr=False)
+    next_offsets: dict[int, int] = attrs.field(factory=dict, repr=False)
     metadata: dict[str, dict[str, str]] = attrs.field(factory=dict, repr=False)
     ticket: int = 0
     messages: int = 0
@@ -136,6 +137,9 @@ class MemoryStore:
                     entries = queues[target.queue_id] = {}
                 old = entries.get(target.queue_offset)
                 entries[target.queue_offset] = _Entry(kept)
+                next_offsets = data.next_offsets
+                if target.queue_offset >= next_offsets.get(target.queue_id, 0):
+                    next_offsets[target.queue_id] = target.queue_offset + 1
                 if old is not None:
                     self._release(old.kept)
         data.ticket += 1
@@ -177,6 +181,9 @@ class MemoryStore:
             for offset, entry in sorted(entries.items(), key=_by_offset)
         ]
 
+    def queue_next_offset(self, queue_id: int) -> int:
+        return self._data.next_offsets.get(queue_id, 0)
+
     def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
         ranges: list[QueueRange] = []
         entries = self._data.queues.get(queue_id)
@@ -208,6 +215,7 @@ class MemoryStore:
         ]
 
     def delete_queue(self, queue_id: int) -> None:
+        self._data.next_offsets.pop(queue_id, None)
         entries = self._data.queues.pop(queue_id, None)
         if entries is not None:
             for entry in entries.values():

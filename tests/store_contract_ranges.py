@@ -63,3 +63,16 @@ class QueueRangeContract:
             assert len(got) == r.count
             assert got[0].queue_offset == r.first_offset and got[-1].queue_offset == r.last_offset
             assert sum(e.message.body_size for e in got) == r.bytes
+
+    async def test_next_offset_survives_acks_and_restarts(self, harness: StoreHarness) -> None:
+        store = harness.store
+        assert store.queue_next_offset(4) == 0
+        for offset in (0, 1, 5):
+            store.append(message(offset), targets((4, offset)))
+        store.ack(4, 5)
+        store.ack(4, 1)
+        assert store.queue_next_offset(4) == 6
+        await harness.restart()
+        assert harness.store.queue_next_offset(4) == 6
+        harness.store.delete_queue(4)
+        assert harness.store.queue_next_offset(4) == 0

@@ -133,3 +133,18 @@ async def test_dead_lettered_persistent_message_survives(tmp_path: Path) -> None
         assert body(entry.message) == b"poison"
         assert entry.message.annotations is not None
         assert entry.message.annotations["x-death"][0]["reason"] == "rejected"
+
+
+async def test_offsets_keep_growing_across_restarts(tmp_path: Path) -> None:
+    """Messages acked before a restart do not give their offsets to new messages."""
+    data = MemoryStoreData()
+    async with restarted(tmp_path, data) as broker:
+        vhost = broker.default_vhost
+        queue = vhost.declare_queue("q", durable=True)
+        for i in range(3):
+            vhost.publish(msg(str(i), "q", delivery_mode=2))
+        sink = RecordingSink(auto_ack=True)
+        queue.remove_consumer(queue.add_consumer("c", sink))
+        assert queue.next_offset == 3
+    async with restarted(tmp_path, data) as broker:
+        assert broker.default_vhost.queues["q"].next_offset == 3
