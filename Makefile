@@ -44,6 +44,7 @@ bench: install
 	$(PY) benchmarks/topic_routing.py
 	$(PY) benchmarks/amqp_codec.py
 	$(PY) benchmarks/stomp_codec.py
+	$(PY) benchmarks/mqtt_codec.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

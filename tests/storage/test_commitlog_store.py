@@ -1,0 +1,241 @@
+"""What the commit-log store promises beyond the store contract: group commit, retention,
+disk-full handling, async flushing, the index, its plugin hooks."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+
+from herald.core.config import InvalidValue
+from herald.core.errors import ResourceError
+from herald.core.message import CodecRegistry
+from herald.core.plugin_types import Service
+from herald.core.store import QueueTarget
+from herald.storage import commitlog
+from herald.storage.commitlog import CommitLogConfig, CommitLogStore
+from herald.storage.mapped_file import MappedFile
+from tests.storage.crash_helper import message
+from tests.storage.test_recovery import CONFIG, ids, opened
+
+
+async def test_concurrent_publishers_share_fsyncs(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        before = store.commitlog_statistics().flushes
+
+        async def publish(n: int) -> None:
+            ticket = store.append(message(n), [QueueTarget(1, n)])
+            await store.wait_durable(ticket)
+            assert store.durable_ticket >= ticket
+
+        async with trio.open_nursery() as nursery:
+            for n in range(64):
+                nursery.start_soon(publish, n)
+        flushes = store.commitlog_statistics().flushes - before
+        assert 1 <= flushes < 64
+        assert store.durable_ticket == store.statistics().appended_ticket
+
+
+async def test_reclaim_deletes_dead_segments_but_not_the_active_one(tmp_path: Path) -> None:
+    segments = tmp_path / "commitlog"
+    async with opened(tmp_path) as store:
+        for n in range(300):
+            store.append(message(n, 1000), [QueueTarget(1, n)])
+        created = sorted(os.listdir(segments))
+        assert len(created) >= 5
+        for n in range(300):
+            if n != 150:  # one old message stays un-acked
+                store.ack(1, n)
+        await store.checkpoint()
+        await store.checkpoint()  # both kept checkpoints now start after the old segments
+        assert await store.reclaim() == 0  # the checkpoints already reclaimed everything
+        left = sorted(os.listdir(segments))
+        kept_for_150 = store.log.segment_start(store.state.queues[1].cq.get(150)[0])
+        active = store.log.segment_start(store.log.write_offset)
+        assert {int(name) for name in left} >= {kept_for_150, active}
+        assert len(left) <= 3  # the one holding m150, the active one, maybe one made ahead
+        assert ids(store) == ["m150"]
+        ticket = store.append(message(300), [QueueTarget(1, 300)])
+        await store.wait_durable(ticket)
+    async with opened(tmp_path) as store:
+        assert ids(store) == ["m150", "m300"]
+        store.ack(1, 150)
+        await store.checkpoint()
+        await store.checkpoint()
+        assert kept_for_150 not in {int(name) for name in os.listdir(segments)}
+    async with opened(tmp_path) as store:
+        assert ids(store) == ["m300"]
+        assert store.statistics().messages == 1
+
+
+async def test_reused_offsets_after_a_restart(tmp_path: Path) -> None:
+    """The kernel restarts a queue's offsets after its highest live one: an acked offset may
+    come back, and must be a new entry."""
+    async with opened(tmp_path) as store:
+        for n in range(5):
+            store.append(message(n), [QueueTarget(1, n)])
+        store.ack(1, 3)
+        store.ack(1, 4)
+    async with opened(tmp_path) as store:
+        store.append(message(10), [QueueTarget(1, 3)])
+        store.append(message(11), [QueueTarget(1, 4)])
+        store.ack(1, 4)
+        assert [(e.queue_offset, e.message.message_id) for e in store.recover_queue(1)] == [
+            (0, "m0"),
+            (1, "m1"),
+            (2, "m2"),
+            (3, "m10"),
+        ]
+    async with opened(tmp_path) as store:
+        assert ids(store) == ["m0", "m1", "m2", "m10"]
+
+
+def fail_with(code: int):
+    def write(file: MappedFile, at: int, parts: Sequence[bytes]) -> None:
+        file.map[at : at + 8] = b"partial!"
+        raise OSError(code, os.strerror(code))
+
+    return write
+
+
+async def test_disk_full_refuses_the_message_and_stores_nothing(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        good = store.append(message(0), [QueueTarget(1, 0)])
+        before = store.statistics()
+        store._write = fail_with(errno.ENOSPC)
+        with pytest.raises(ResourceError, match="disk full"):
+            store.append(message(1), [QueueTarget(1, 1)])
+        with pytest.raises(ResourceError, match="disk full"):
+            store.put_metadata("queue", "q", {"a": 1})
+        assert store.statistics() == before
+        assert store.commitlog_statistics().disk_alarm
+        assert ids(store) == ["m0"]
+        store.ack(1, 0)  # acks never fail the caller; kept in memory until the checkpoint
+        store._write = commitlog.mmap_write
+        ticket = store.append(message(2), [QueueTarget(1, 1)])
+        assert ticket > good
+        await store.wait_durable(ticket)
+    async with opened(tmp_path) as store:
+        assert ids(store) == ["m2"]
+        assert store.load_metadata() == {}
+
+
+async def test_free_space_floor_refuses_a_new_segment(tmp_path: Path) -> None:
+    config = attrs.evolve(CONFIG, min_free_bytes=2**62)
+    async with opened(tmp_path, config) as store:
+        with pytest.raises(ResourceError, match="disk full"):
+            for n in range(200):
+                store.append(message(n, 1000), [QueueTarget(1, n)])
+        stored = store.statistics().messages
+        assert 0 < stored < 200
+        assert store.commitlog_statistics().disk_alarm
+    async with opened(tmp_path, CONFIG) as store:
+        assert ids(store) == [f"m{n}" for n in range(stored)]
+
+
+async def test_message_larger_than_a_segment_is_refused(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        with pytest.raises(ResourceError, match="too large"):
+            store.append(message(0, CONFIG.segment_size), [QueueTarget(1, 0)])
+        assert store.statistics().messages == 0
+
+
+async def test_async_flush_waits_for_the_flusher(tmp_path: Path) -> None:
+    config = attrs.evolve(CONFIG, flush="async", flush_interval_ms=5)
+    async with opened(tmp_path, config) as store:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store.run_flusher)
+            tickets = [store.append(message(n), [QueueTarget(1, n)]) for n in range(10)]
+            async with trio.open_nursery() as waiters:
+                for ticket in tickets:
+                    waiters.start_soon(store.wait_durable, ticket)
+            assert store.durable_ticket >= tickets[-1]
+            assert store.commitlog_statistics().flushes >= 1
+            nursery.cancel_scope.cancel()
+        # With no flusher running, waiters flush for themselves instead of hanging.
+        ticket = store.append(message(10), [QueueTarget(1, 10)])
+        with trio.fail_after(10):
+            await store.wait_durable(ticket)
+
+
+async def test_flusher_prepares_segments_ahead(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(store.run_flusher)
+            while store.log.needs_prepare() is None:
+                store.append(message(0, 1000), [QueueTarget(1, 0)])
+                store.ack(1, 0)
+            with trio.fail_after(10):
+                while store.log.prepared is None:
+                    await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+        start = store.log.prepared.start
+        while store.log.segment_start(store.log.write_offset) != start:
+            store.append(message(0, 1000), [QueueTarget(1, 0)])
+            store.ack(1, 0)
+        assert store.log.files[start].path.name == f"{start:020d}"
+
+
+async def test_find_by_key_with_time_ranges(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        before = int(time.time() * 1000) - 1
+        for n in range(20):
+            store.append(message(n % 5), [QueueTarget(1, n)])
+        after = int(time.time() * 1000) + 1
+        found = store.find_by_key("m3")
+        assert len(found) == 4 and {m.message_id for m in found} == {"m3"}
+        assert [m.routing_key for m in found] == ["key.3"] * 4
+        assert len(store.find_by_key("m3", before, after, limit=2)) == 2
+        assert store.find_by_key("m3", after + 2000, after + 5000) == []
+        assert store.find_by_key("m3", 0, before - 2000) == []
+        assert store.find_by_key("nope") == []
+    async with opened(tmp_path) as store:
+        assert len(store.find_by_key("m3", before, after)) == 4
+
+
+async def test_index_disabled(tmp_path: Path) -> None:
+    async with opened(tmp_path, attrs.evolve(CONFIG, index=False)) as store:
+        store.append(message(1), [QueueTarget(1, 0)])
+        assert store.find_by_key("m1") == []
+    assert not (tmp_path / "index").exists()
+
+
+async def test_closed_store_refuses_work(tmp_path: Path) -> None:
+    store = CommitLogStore(tmp_path, CONFIG)
+    await store.open(CodecRegistry())
+    await store.close()
+    with pytest.raises(Exception, match="not open"):
+        store.append(message(1), [QueueTarget(1, 0)])
+
+
+def test_config_rules() -> None:
+    with pytest.raises(InvalidValue, match="segment_size"):
+        CommitLogConfig(segment_size=1000)
+    with pytest.raises(InvalidValue, match="flush"):
+        CommitLogConfig(flush="sometimes")
+    assert CommitLogConfig().segment_size == 1 << 30
+
+
+def test_hooks(tmp_path: Path) -> None:
+    [section] = commitlog.herald_config_sections()
+    assert (section.name, section.config_class) == ("commitlog", CommitLogConfig)
+    [backend] = commitlog.herald_storage_backends()
+    assert backend.name == "commitlog"
+    store = backend.factory(CONFIG, tmp_path)
+    assert isinstance(store, CommitLogStore)
+    assert store.root == tmp_path / "store" and store.config == CONFIG
+    assert backend.factory(None, tmp_path).config == CommitLogConfig()
+
+    @attrs.define
+    class BrokerWith:
+        store: object
+
+    [service] = commitlog.herald_services(BrokerWith(store))
+    assert isinstance(service, Service) and service.name == "commitlog-flusher"
+    assert commitlog.herald_services(BrokerWith(object())) == []
