@@ -108,7 +108,7 @@ class BrokerSection:
 class StoreSection:
     """`[store]`: which storage backend plugin keeps messages and metadata."""
 
-    backend: str = attrs.field(default="memory", validator=_not_empty)
+    backend: str = attrs.field(default="commitlog", validator=_not_empty)
 
 
 @attrs.frozen

@@ -23,6 +23,7 @@ from herald.core.embedding import embedded
 from herald.core.message import Message, Properties
 from herald.core.queue import Queue, QueueEntry
 from herald.core.vhost import PublishResult, VirtualHost
+from herald.storage.memory import MemoryStore
 from tests.sinks import RecordingSink, body
 
 __all__ = ["RecordingSink", "body"]
@@ -30,8 +31,11 @@ __all__ = ["RecordingSink", "body"]
 
 @pytest.fixture(name="broker")
 async def broker_fixture(tmp_path: Path) -> AsyncIterator[Broker]:
-    """A running broker with every installed plugin's entry point loaded."""
-    async with embedded(data_dir=tmp_path / "data", load_entrypoints=True) as broker:
+    """A running broker with every installed plugin's entry point loaded, on the memory store
+    (these tests are about queue semantics, not storage)."""
+    async with embedded(
+        data_dir=tmp_path / "data", load_entrypoints=True, store=MemoryStore()
+    ) as broker:
         yield broker
 
 

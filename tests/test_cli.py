@@ -219,6 +219,9 @@ def test_logging_reconfiguration_replaces_the_handler() -> None:
 
 
 def herald_process(*args: str, plugins: bool = True) -> subprocess.Popen[str]:
+    if args[:1] == ("run",):
+        # The default store is the commit log: small segments keep test data dirs small.
+        args = (*args, "--set", "commitlog.segment_size=1048576")
     env = {k: v for k, v in os.environ.items() if k not in HERALD_ENV}
     if plugins:
         env["PYTHONPATH"] = os.pathsep.join(

@@ -73,7 +73,7 @@ def test_defaults() -> None:
     assert config.broker.graceful_timeout == 5.0
     assert config.broker.log_level == "info"
     assert config.broker.node_name == "herald@localhost"
-    assert config.store.backend == "memory"
+    assert config.store.backend == "commitlog"
     assert config.memory.high_watermark == 0.4
     assert config.memory.check_interval == 1.0
     assert config.auth.default_user == "guest"
