@@ -17,6 +17,7 @@ The shape follows RocketMQ's store adapted to queues with acks:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +28,30 @@ if TYPE_CHECKING:
 
 MetadataValue = Mapping[str, Any]
 """A metadata record: JSON-able (str keys; str, int, float, bool, None, lists, dicts)."""
+
+
+def plain_json(value: Any, where: str, path: str) -> Any:
+    """`value` as plain JSON types, or TypeError naming the record and the bad part's path.
+
+    Stricter than `json.dumps`: it would turn int keys into strings and write NaN, which
+    neither round-trips nor is JSON other tools read.
+    """
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"{where}: {path} = {value!r} is not a JSON number")
+        return value
+    if isinstance(value, Mapping):
+        plain = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where}: {path} has key {key!r}; JSON keys are str")
+            plain[key] = plain_json(item, where, f"{path}[{key!r}]")
+        return plain
+    if isinstance(value, list | tuple):
+        return [plain_json(item, where, f"{path}[{i}]") for i, item in enumerate(value)]
+    raise TypeError(f"{where}: {path} is a {type(value).__name__}, which JSON cannot hold")
 
 
 @attrs.frozen

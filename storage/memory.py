@@ -12,9 +12,8 @@ metadata as JSON text, so a value that could not be written to disk is refused h
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -28,6 +27,7 @@ from herald.core.store import (
     QueueTarget,
     StoredEntry,
     StoreStatistics,
+    plain_json,
 )
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class MemoryStore:
             where = f"metadata record kind={kind!r} key={key!r}"
             if not isinstance(value, Mapping):
                 raise TypeError(f"{where}: must be a mapping, not a {type(value).__name__}")
-            text = json.dumps(_plain(value, where, "value"), separators=(",", ":"))
+            text = json.dumps(plain_json(value, where, "value"), separators=(",", ":"))
             data.metadata.setdefault(kind, {})[key] = text
         data.ticket += 1
         return data.ticket
@@ -239,30 +239,6 @@ class MemoryStore:
 
 def _by_offset(item: tuple[int, _Entry]) -> int:
     return item[0]
-
-
-def _plain(value: Any, where: str, path: str) -> Any:
-    """`value` as plain JSON types, or TypeError naming the record and the bad part's path.
-
-    Stricter than `json.dumps` on purpose: it would turn int keys into strings and write NaN,
-    which neither round-trips nor is JSON that other tools read.
-    """
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError(f"{where}: {path} = {value!r} is not a JSON number")
-        return value
-    if isinstance(value, Mapping):
-        plain = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: {path} has key {key!r}; JSON keys are str")
-            plain[key] = _plain(item, where, f"{path}[{key!r}]")
-        return plain
-    if isinstance(value, list | tuple):
-        return [_plain(item, where, f"{path}[{i}]") for i, item in enumerate(value)]
-    raise TypeError(f"{where}: {path} is a {type(value).__name__}, which JSON cannot hold")
 
 
 @hookimpl

@@ -9,11 +9,10 @@ copy, and a value JSON cannot hold is refused before anything is written.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from herald.core.store import MetadataValue
+from herald.core.store import MetadataValue, plain_json
 
 
 class MetadataTable:
@@ -54,27 +53,3 @@ class MetadataTable:
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         return {kind: dict(items) for kind, items in self.records.items()}
-
-
-def plain_json(value: Any, where: str, path: str) -> Any:
-    """`value` as plain JSON types, or TypeError naming the record and the bad part's path.
-
-    Stricter than `json.dumps`: it would turn int keys into strings and write NaN, which
-    neither round-trips nor is JSON other tools read.
-    """
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise TypeError(f"{where}: {path} = {value!r} is not a JSON number")
-        return value
-    if isinstance(value, Mapping):
-        plain = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where}: {path} has key {key!r}; JSON keys are str")
-            plain[key] = plain_json(item, where, f"{path}[{key!r}]")
-        return plain
-    if isinstance(value, list | tuple):
-        return [plain_json(item, where, f"{path}[{i}]") for i, item in enumerate(value)]
-    raise TypeError(f"{where}: {path} is a {type(value).__name__}, which JSON cannot hold")
