@@ -12,7 +12,7 @@ Its methods are synchronous and must not block; they run inside the queue's disp
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -143,3 +143,73 @@ class Consumer:
     def detach_limit(self) -> None:
         if self.limit is not None:
             self.limit.consumers.discard(self)
+
+
+class ConsumerSet:
+    """A queue's consumers, in the order the queue serves them.
+
+    Highest `priority` first and arrival order within a priority; `next_with_credit` picks
+    round-robin among the highest priority that has credit (RabbitMQ's consumer priorities).
+    With single active consumer only the first consumer is eligible, and when it leaves the
+    next one becomes active.
+    """
+
+    __slots__ = ("_consumers", "_rr", "single_active")
+
+    def __init__(self, single_active: bool = False) -> None:
+        self._consumers: list[Consumer] = []
+        self._rr = 0
+        self.single_active = single_active
+
+    def __len__(self) -> int:
+        return len(self._consumers)
+
+    def __bool__(self) -> bool:
+        return bool(self._consumers)
+
+    def __iter__(self) -> Iterator[Consumer]:
+        return iter(list(self._consumers))
+
+    def __contains__(self, consumer: object) -> bool:
+        return consumer in self._consumers
+
+    def add(self, consumer: Consumer) -> None:
+        consumers = self._consumers
+        if self.single_active:
+            consumer.active = not consumers
+            consumers.append(consumer)
+            return
+        index = len(consumers)
+        while index and consumers[index - 1].priority < consumer.priority:
+            index -= 1
+        consumers.insert(index, consumer)
+
+    def remove(self, consumer: Consumer) -> bool:
+        """Take `consumer` out; False if it was not here."""
+        if consumer not in self._consumers:
+            return False
+        self._consumers.remove(consumer)
+        consumer.active = False
+        if self.single_active and self._consumers:
+            self._consumers[0].active = True
+        return True
+
+    def next_with_credit(self) -> Consumer | None:
+        consumers = self._consumers
+        count = len(consumers)
+        if count == 1 or (self.single_active and count):
+            first = consumers[0]
+            return first if first.has_credit() else None
+        start = self._rr % count if count else 0
+        best: Consumer | None = None
+        best_index = 0
+        for step in range(count):
+            index = (start + step) % count
+            candidate = consumers[index]
+            if best is not None and candidate.priority < best.priority:
+                continue
+            if candidate.has_credit() and (best is None or candidate.priority > best.priority):
+                best, best_index = candidate, index
+        if best is not None:
+            self._rr = best_index + 1
+        return best

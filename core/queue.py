@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from herald.core.consumer import Consumer, DeliverySink, SharedLimit
+from herald.core.consumer import Consumer, ConsumerSet, DeliverySink, SharedLimit
 from herald.core.errors import AccessRefused, PreconditionFailed
 from herald.core.queue_args import Overflow, QueueArguments
 from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
+from herald.core.queue_swap import QueueSwap
 from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
 from herald.core.store import QueueRange, StoredEntry
 from herald.core.swap import SwappedRange
@@ -62,24 +63,19 @@ class Queue:
         self.arguments: Mapping[str, Any] = dict(arguments or {})
         self.args = QueueArguments.parse(arguments, name, vhost.name)
         self.store_id = store_id
-        policy = vhost.broker.config.queues
-        self._swap = policy.swap and store_id is not None and self.args.max_priority is None
-        self._tail_buffer = policy.tail_buffer
-        self._range_size = policy.swap_range_size
-        self._load_batch = policy.load_batch
+        broker = vhost.broker
+        self._store = broker.store
+        self.clock = QueueClock(self, broker.timers)
+        self.swap = QueueSwap(self, broker.config.queues, broker.store)
         self.ready = self._new_ready_list()
-        self.consumers: list[Consumer] = []
+        self.consumers = ConsumerSet(self.args.single_active_consumer)
         self.unacked_count = 0
         self.next_offset = 0
         self.deleted = False
-        self._rr = 0
         self._had_consumer = False
         self._dispatching = False
         self._published = self._delivered = self._acked = self._expired = self._dead = 0
-        broker = vhost.broker
-        self._store = broker.store
         self._interceptors = broker.interceptors
-        self.clock = QueueClock(self, broker.timers)
         self.clock.touch()
 
     def __repr__(self) -> str:
@@ -124,7 +120,7 @@ class Queue:
 
     def enqueue(self, message: Message) -> QueueEntry:
         """Append `message` as a ready entry. The caller stores it, then `admit`s it."""
-        entry = self._new_entry(message, self.next_offset, 0)
+        entry = self.new_entry(message, self.next_offset, 0)
         self.next_offset += 1
         self.ready.push(entry)
         self._published += 1
@@ -133,30 +129,10 @@ class Queue:
     def admit(self, entry: QueueEntry) -> None:
         """After `enqueue` (and storing): swap the entry out if it joins a backlog, else start
         its TTL. Then the caller dispatches."""
-        if self._swap and entry.stored and self._swap_out(entry):
+        if entry.stored and self.swap.enabled and self.swap.swap_out(entry):
             return
         if entry.expires_at is not None:
             self.clock.track(entry)
-
-    def _swap_out(self, entry: QueueEntry) -> bool:
-        """Fold the newest ready entry into the tail range if the backlog is past the tail
-        buffer (or already swapped): from then on only the store keeps it."""
-        ready = self.ready
-        if not ready.pop_tail(entry):
-            return False
-        tail = ready.tail_range()
-        if tail is None and ready.loaded_bytes + entry.size <= self._tail_buffer:
-            ready.push(entry)  # the backlog is small: keep it loaded
-            return False
-        if tail is None or tail.count >= self._range_size:
-            tail = SwappedRange(entry.offset, entry.offset, 0, 0, SwappedRange.now_offset())
-            ready.push_range(tail)
-        before = tail.expires_at
-        ready.grow_range(tail, entry.offset, entry.size, entry.expires_at)
-        if tail.expires_at is not None and tail.expires_at != before:
-            self.clock.track_range(tail)
-        entry.state = GONE
-        return True
 
     def push(self, message: Message) -> None:
         """Enqueue and dispatch a message that needs no storing: the publish fast path.
@@ -165,9 +141,9 @@ class Queue:
         without passing through the ready list (the common case of consumers keeping up).
         """
         if not self.ready.count and self.consumers and not self._dispatching:
-            consumer = self._next_consumer()
+            consumer = self.consumers.next_with_credit()
             if consumer is not None:
-                entry = self._new_entry(message, self.next_offset, 0)
+                entry = self.new_entry(message, self.next_offset, 0)
                 self.next_offset += 1
                 self._published += 1
                 self._delivered += 1
@@ -180,7 +156,7 @@ class Queue:
     def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
         """Put back a message recovered from the store, at its stored offset."""
         stored = StoredEntry(offset, message, delivery_count)
-        entry = self._stored_entry(stored, SwappedRange.now_offset())
+        entry = self.swap.stored_entry(stored, SwappedRange.now_offset())
         self.next_offset = offset + 1
         self.ready.push(entry)
         if entry.expires_at is not None:
@@ -188,35 +164,21 @@ class Queue:
         return entry
 
     def restore_range(self, stored: QueueRange) -> None:
-        """Put back a range of stored messages without loading them (restart of a long queue).
-
-        Their TTLs count from their publication when they are loaded; a queue with TTLs loads
-        each restored range once at start (through its clock) so they expire on time.
-        """
-        swapped = SwappedRange(
-            stored.first_offset,
-            stored.last_offset,
-            stored.count,
-            stored.bytes,
-            SwappedRange.now_offset(),
-        )
-        self.ready.push_range(swapped)
+        """Put back a range of stored messages without loading them (restart of a long queue)."""
+        self.swap.restore_range(stored)
         self.next_offset = stored.last_offset + 1
-        if self.args.message_ttl is not None:
-            swapped.expires_at = trio.current_time()
-            self.clock.track_range(swapped)
 
     @property
     def swaps(self) -> bool:
         """Whether this queue may swap stored messages out of memory."""
-        return self._swap
+        return self.swap.enabled
 
     def unenqueue(self, entry: QueueEntry) -> None:
         """Take back an entry whose publish failed before it was dispatched."""
         entry.state = GONE
         self.ready.discard(entry)
 
-    def _new_entry(
+    def new_entry(
         self,
         message: Message,
         offset: int,
@@ -239,29 +201,6 @@ class Queue:
             priority = min(message.priority, args.max_priority)
         return QueueEntry(self, offset, message, priority, expires_at, delivery_count)
 
-    def _stored_entry(self, stored: StoredEntry, clock_offset: float) -> QueueEntry:
-        """An entry for a message read back from the store; its TTL counts from its
-        publication (its wall timestamp moved to the Trio clock by `clock_offset`)."""
-        message = stored.message
-        entry = self._new_entry(
-            message, stored.queue_offset, stored.delivery_count, message.timestamp + clock_offset
-        )
-        entry.stored = True
-        return entry
-
-    def _read_swapped(self, swapped: SwappedRange, limit: int) -> list[QueueEntry]:
-        """The next `limit` entries of a swapped range, read from the store."""
-        assert self.store_id is not None
-        stored = self._store.read_queue(self.store_id, swapped.offset, swapped.last_offset, limit)
-        offset = swapped.clock_offset
-        return [self._stored_entry(s, offset) for s in stored]
-
-    def _loaded(self, entries: list[QueueEntry]) -> None:
-        """Entries of a range came into the ready list: start their TTLs."""
-        for entry in entries:
-            if entry.expires_at is not None:
-                self.clock.track(entry)
-
     def load_swapped(self, swapped: SwappedRange) -> None:
         """A range's earliest TTL came due: load it, so its entries can expire."""
         self.ready.load(swapped)
@@ -269,9 +208,9 @@ class Queue:
     def _new_ready_list(self) -> ReadyList:
         return ReadyList(
             self.args.max_priority,
-            loader=self._read_swapped,
-            on_load=self._loaded,
-            load_batch=self._load_batch,
+            loader=self.swap.read,
+            on_load=self.swap.loaded,
+            load_batch=self.swap.load_batch,
         )
 
     def enforce_limits(self) -> None:
@@ -339,15 +278,7 @@ class Queue:
             priority=priority,
             arguments=arguments,
         )
-        if self.args.single_active_consumer:
-            consumer.active = not self.consumers
-            self.consumers.append(consumer)
-        else:
-            # Highest priority first; arrival order within a priority (stable insert).
-            index = len(self.consumers)
-            while index and self.consumers[index - 1].priority < priority:
-                index -= 1
-            self.consumers.insert(index, consumer)
+        self.consumers.add(consumer)
         self._had_consumer = True
         self.clock.cancel_idle()
         self.dispatch()
@@ -357,12 +288,8 @@ class Queue:
         """Unsubscribe. Its unacked entries go back to the queue (redelivered) unless
         `requeue` is False: then they stay with the consumer object, to be acked or
         `release`d later, as after AMQP basic.cancel the channel still settles them."""
-        if consumer not in self.consumers:
+        if not self.consumers.remove(consumer):
             return
-        self.consumers.remove(consumer)
-        consumer.active = False
-        if self.args.single_active_consumer and self.consumers:
-            self.consumers[0].active = True
         if requeue:
             consumer.detach_limit()
             self.release(consumer)
@@ -415,7 +342,7 @@ class Queue:
         try:
             ready = self.ready
             while ready.count:
-                consumer = self._next_consumer()
+                consumer = self.consumers.next_with_credit()
                 if consumer is None:
                     break
                 entry = ready.pop()
@@ -438,30 +365,6 @@ class Queue:
         if on_deliver is not None:
             on_deliver(vhost=self.vhost.name, queue=self.name, message=entry.message)
         consumer.sink.deliver(consumer, entry)
-
-    def _next_consumer(self) -> Consumer | None:
-        consumers = self.consumers
-        count = len(consumers)
-        if count == 1:
-            only = consumers[0]
-            return only if only.has_credit() else None
-        if self.args.single_active_consumer:
-            first = consumers[0]
-            return first if first.has_credit() else None
-        # Round-robin within the highest priority that has a consumer with credit.
-        start = self._rr % count
-        best: Consumer | None = None
-        best_index = 0
-        for step in range(count):
-            index = (start + step) % count
-            candidate = consumers[index]
-            if best is not None and candidate.priority < best.priority:
-                continue
-            if candidate.has_credit() and (best is None or candidate.priority > best.priority):
-                best, best_index = candidate, index
-        if best is not None:
-            self._rr = best_index + 1
-        return best
 
     def _acquire(self, consumer: Consumer, entry: QueueEntry) -> None:
         entry.state = ACQUIRED
@@ -584,7 +487,7 @@ class Queue:
         self.deleted = True
         self.clock.close()
         count = self.ready.count
-        for consumer in list(self.consumers):
+        for consumer in self.consumers:
             self.consumers.remove(consumer)
             consumer.detach_limit()
             for entry in list(consumer.unacked.values()):

@@ -118,7 +118,7 @@ async def test_invalid_consumer_priority_is_precondition_failed(vh: VirtualHost)
     with pytest.raises(PreconditionFailed) as caught:
         queue.add_consumer("c", RecordingSink(), arguments={"x-priority": "high"})
     assert caught.value.reply_code == 406
-    assert queue.consumers == []
+    assert not queue.consumers
 
 
 async def test_round_robin_across_equal_consumers(vh: VirtualHost) -> None:
