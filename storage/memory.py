@@ -20,7 +20,7 @@ import trio
 
 from herald.core.errors import InternalError
 from herald.core.hookspecs import hookimpl
-from herald.core.plugin_types import StorageBackend
+from herald.core.plugin_types import PluginInfo, StorageBackend
 from herald.core.store import (
     MetadataValue,
     QueueRange,
@@ -251,3 +251,8 @@ def herald_storage_backends() -> list[StorageBackend]:
             factory=lambda cfg, data_dir: MemoryStore(),
         )
     ]
+
+
+@hookimpl
+def herald_plugin_info() -> PluginInfo:
+    return PluginInfo("memory_store", "storage backend 'memory': everything in RAM")
