@@ -422,14 +422,12 @@ class VirtualHost:
                     queue.push(message)
                     return _ROUTED_ONE
         entries: list[QueueEntry] = []
-        rejected = False
+        refused: list[Queue] = []
         for queue in targets:
             if queue.accepts(message):
                 entries.append(queue.enqueue(message))
             else:
-                rejected = True
-                if queue.args.overflow is Overflow.REJECT_PUBLISH_DLX:
-                    self.dead_letter(message, queue, DeadLetterReason.MAXLEN)
+                refused.append(queue)
         ticket = None
         if message.persistent:
             stored = [e for e in entries if e.queue.store_id is not None]
@@ -449,7 +447,11 @@ class VirtualHost:
             queue.admit(entry)
             queue.dispatch()
             queue.enforce_limits()
-        if rejected:
+        # Only once the publish itself has succeeded: a failed append dead-letters nothing.
+        for queue in refused:
+            if queue.args.overflow is Overflow.REJECT_PUBLISH_DLX:
+                self.dead_letter(message, queue, DeadLetterReason.MAXLEN)
+        if refused:
             return PublishResult(RouteStatus.REJECTED, len(entries), ticket)
         if ticket is None and len(entries) == 1:
             return _ROUTED_ONE

@@ -6,9 +6,15 @@ data object across restarts; the commit-log store passes the same tests on disk)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from herald.core.embedding import embedded
+from herald.core.errors import ResourceError
+from herald.core.message import Message
+from herald.core.store import QueueTarget
 from herald.core.vhost import RouteStatus
 from herald.storage.memory import MemoryStore, MemoryStoreData
 from tests.sinks import RecordingSink, body, msg
@@ -148,3 +154,44 @@ async def test_offsets_keep_growing_across_restarts(tmp_path: Path) -> None:
         assert queue.next_offset == 3
     async with restarted(tmp_path, data) as broker:
         assert broker.default_vhost.queues["q"].next_offset == 3
+
+
+class RefusingStore(MemoryStore):
+    """A memory store whose disk is full: appends fail (a fault injector, not a mock)."""
+
+    full = False
+
+    def append(self, message: Message, targets: Sequence[QueueTarget]) -> int:
+        if self.full:
+            raise ResourceError("disk full")
+        return super().append(message, targets)
+
+
+async def test_failed_append_takes_the_whole_publish_back(tmp_path: Path) -> None:
+    """No queue keeps the message and no dead-letter copy is made when the store refuses."""
+    store = RefusingStore()
+    async with embedded(data_dir=tmp_path, store=store) as broker:
+        vhost = broker.default_vhost
+        vhost.declare_queue("dlq", durable=True)
+        vhost.declare_exchange("fan", "fanout", durable=True)
+        full = vhost.declare_queue(
+            "full",
+            durable=True,
+            arguments={
+                "x-max-length": 0,
+                "x-overflow": "reject-publish-dlx",
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "dlq",
+            },
+        )
+        open_queue = vhost.declare_queue("open", durable=True)
+        vhost.bind_queue("full", "fan")
+        vhost.bind_queue("open", "fan")
+        store.full = True
+        with pytest.raises(ResourceError):
+            vhost.publish(msg("m", exchange="fan", delivery_mode=2))
+        assert open_queue.message_count == 0 and full.message_count == 0
+        assert vhost.queues["dlq"].message_count == 0
+        store.full = False
+        vhost.publish(msg("m2", exchange="fan", delivery_mode=2))
+        assert open_queue.message_count == 1 and vhost.queues["dlq"].message_count == 1
