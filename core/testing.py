@@ -24,13 +24,17 @@ from herald.core.plugins import get_plugin_manager
 
 
 def free_port_settings(sections: dict[str, type]) -> list[str]:
-    """`section.key=0` for every port field of every plugin section, so nothing clashes."""
+    """Every plugin listener on loopback and a free port (`*host` = 127.0.0.1, `*port` = 0),
+    so test brokers never clash with each other or with a broker installed on the machine."""
     out = []
     for section, cls in sections.items():
-        if attrs.has(cls):
-            out.extend(
-                f"{section}.{f.name}=0" for f in attrs.fields(cls) if f.name.endswith("port")
-            )
+        if not attrs.has(cls):
+            continue
+        for field in attrs.fields(cls):
+            if field.name.endswith("port"):
+                out.append(f"{section}.{field.name}=0")
+            elif field.name.endswith("host"):
+                out.append(f'{section}.{field.name}="127.0.0.1"')
     return out
 
 

@@ -193,8 +193,13 @@ class VirtualHost:
         arguments: Mapping[str, Any] | None = None,
         passive: bool = False,
         owner: Hashable | None = None,
+        reserved: bool = False,
     ) -> Queue:
-        """Declare (or with `passive`, look up) a queue; `owner` is the declaring connection."""
+        """Declare (or with `passive`, look up) a queue; `owner` is the declaring connection.
+
+        `reserved` lets a plugin create a queue whose name has the server-reserved prefix
+        `amq.` (e.g. AMQP direct reply-to queues); clients never can.
+        """
         arguments = dict(arguments or {})
         existing = self.queues.get(name) if name else None
         if passive:
@@ -216,7 +221,7 @@ class VirtualHost:
             return existing
         if not name:
             name = "amq.gen-" + secrets.token_urlsafe(16)
-        elif name.startswith("amq."):
+        elif name.startswith("amq.") and not reserved:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         if exclusive and owner is None:
             raise PreconditionFailed("an exclusive queue needs an owning connection")

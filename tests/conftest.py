@@ -21,7 +21,7 @@ def store_data() -> MemoryStoreData:
 
 @pytest.fixture
 async def kernel(tmp_path: Path, store_data: MemoryStoreData) -> AsyncIterator[Broker]:
-    async with embedded(data_dir=tmp_path, store=MemoryStore(store_data)) as broker:
+    async with embedded(data_dir=tmp_path, store=MemoryStore(store_data), plugins=[]) as broker:
         yield broker
 
 

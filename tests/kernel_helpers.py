@@ -34,7 +34,7 @@ async def broker_fixture(tmp_path: Path) -> AsyncIterator[Broker]:
     """A running broker with every installed plugin's entry point loaded, on the memory store
     (these tests are about queue semantics, not storage)."""
     async with embedded(
-        data_dir=tmp_path / "data", load_entrypoints=True, store=MemoryStore()
+        data_dir=tmp_path / "data", load_entrypoints=True, store=MemoryStore(), plugins=[]
     ) as broker:
         yield broker
 

@@ -21,7 +21,7 @@ from tests.sinks import RecordingSink, body, msg
 
 
 def restarted(tmp_path: Path, data: MemoryStoreData):
-    return embedded(data_dir=tmp_path, store=MemoryStore(data))
+    return embedded(data_dir=tmp_path, store=MemoryStore(data), plugins=[])
 
 
 async def test_durable_definitions_survive(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ class RefusingStore(MemoryStore):
 async def test_failed_append_takes_the_whole_publish_back(tmp_path: Path) -> None:
     """No queue keeps the message and no dead-letter copy is made when the store refuses."""
     store = RefusingStore()
-    async with embedded(data_dir=tmp_path, store=store) as broker:
+    async with embedded(data_dir=tmp_path, store=store, plugins=[]) as broker:
         vhost = broker.default_vhost
         vhost.declare_queue("dlq", durable=True)
         vhost.declare_exchange("fan", "fanout", durable=True)

@@ -17,7 +17,7 @@ EXAMPLE_PLUGIN = Path(__file__).parent / "example_plugin"
 
 
 async def test_embedded_runs_a_broker_and_stops_it(tmp_path: Path) -> None:
-    async with herald.core.embedded(data_dir=tmp_path, store=MemoryStore()) as broker:
+    async with herald.core.embedded(data_dir=tmp_path, store=MemoryStore(), plugins=[]) as broker:
         assert isinstance(broker, Broker)
         assert broker.default_vhost.name == "/"
     with trio.fail_after(1):
@@ -30,6 +30,7 @@ async def test_embedded_takes_settings_and_data(tmp_path: Path) -> None:
         settings=["broker.default_vhost=tenant", "broker.graceful_timeout=0.5"],
         data={"auth": {"default_user": "admin", "default_password": "s3cret"}},
         store=MemoryStore(),
+        plugins=[],
     ) as broker:
         assert broker.default_vhost.name == "tenant"
         assert broker.config.broker.graceful_timeout == 0.5

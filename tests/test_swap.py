@@ -25,7 +25,9 @@ SWAPPY = ["queues.tail_buffer=100", "queues.swap_range_size=50", "queues.load_ba
 def swappy(
     tmp_path: Path, data: MemoryStoreData, *extra: str
 ) -> AbstractAsyncContextManager[Broker]:
-    return embedded(data_dir=tmp_path, store=MemoryStore(data), settings=[*SWAPPY, *extra])
+    return embedded(
+        data_dir=tmp_path, store=MemoryStore(data), settings=[*SWAPPY, *extra], plugins=[]
+    )
 
 
 @pytest.fixture
