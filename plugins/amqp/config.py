@@ -1,0 +1,62 @@
+"""The `[amqp]` config section.
+
+Defaults follow RabbitMQ 4 so that clients tuned for it behave the same: port 5672 on every
+interface, frame_max 128 KiB, 2047 channels, a 60 s heartbeat, a 10 s handshake timeout and a
+16 MiB largest message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from herald.core.config import InvalidValue
+from herald.plugins.amqp.codec.constants import FRAME_MIN_SIZE
+
+
+def _port(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise InvalidValue(f"expected 0..65535, got {value!r}", attribute.name)
+
+
+def _at_least(minimum: int) -> Callable[[object, attrs.Attribute, int], None]:
+    def check(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+        if value < minimum:
+            raise InvalidValue(f"must be at least {minimum}, got {value!r}", attribute.name)
+
+    return check
+
+
+def _frame_max(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+    if value < FRAME_MIN_SIZE:
+        raise InvalidValue(f"must be at least {FRAME_MIN_SIZE}, got {value!r}", attribute.name)
+
+
+def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
+    if not value > 0:
+        raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
+
+
+@attrs.frozen
+class AMQPConfig:
+    """`[amqp]`: where the AMQP 0-9-1 listener binds and what it negotiates with clients."""
+
+    host: str = "0.0.0.0"
+    """Address to bind; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
+    port: int = attrs.field(default=5672, validator=_port)
+    frame_max: int = attrs.field(default=131072, validator=_frame_max)
+    """The largest frame offered in connection.tune (clients may ask for less)."""
+    channel_max: int = attrs.field(default=2047, validator=[_at_least(1), _port])
+    heartbeat: int = attrs.field(default=60, validator=_at_least(0))
+    """Seconds offered in connection.tune; 0 disables heartbeats unless the client asks."""
+    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """Seconds a client has from connecting to connection.open."""
+    close_timeout: float = attrs.field(default=3.0, validator=_positive)
+    """Seconds the server waits for close-ok after sending connection.close."""
+    max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_at_least(1))
+    """Bodies larger than this are refused with 406 (RabbitMQ 4's default, 16 MiB)."""
+    default_prefetch: int = attrs.field(default=0, validator=_at_least(0))
+    """Per-consumer prefetch of consumers created before any basic.qos (0 = unlimited)."""
+    write_buffer: int = attrs.field(default=1024 * 1024, validator=_at_least(4096))
+    """Bytes of deliveries waiting for the socket above which consumers are suspended."""

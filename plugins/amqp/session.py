@@ -1,0 +1,433 @@
+"""One AMQP 0-9-1 connection's protocol state machine, over the sans-IO codec.
+
+The session owns everything the protocol decides: the handshake (start, start-ok through
+`broker.authenticate`, tune, open through the vhost checks), channels and their errors,
+connection.close in both directions, heartbeats (what to send, when the peer is dead),
+connection.blocked, publisher confirms waiting on the store, and output backpressure. It does
+no I/O: the trio adapter (server.py) feeds it bytes (`receive`), writes what it produced
+(`data_to_send`, signalled by `wait_output`), and runs its timers.
+
+Errors follow RabbitMQ: a kernel error that is not connection-level closes only its channel
+(channel.close with the reply code and the offending method's ids); a connection-level one or
+a protocol error closes the connection (connection.close, then the socket once close-ok comes
+back or `close_timeout` passes). A frame the codec cannot parse leaves it unusable, so then the
+connection.close is written and the socket closed at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from herald.core.errors import (
+    KernelError,
+    LocalProtocolError,
+    PreconditionFailed,
+    RemoteProtocolError,
+)
+from herald.plugins.amqp.channel import Channel, ChannelState
+from herald.plugins.amqp.codec import (
+    NEED_DATA,
+    AMQPConnection,
+    ConnectionState,
+    ContentTooLarge,
+    Delivery,
+    Heartbeat,
+    Message,
+    MethodFrame,
+    ProtocolHeader,
+    ReplyCode,
+)
+from herald.plugins.amqp.codec.methods import (
+    ChannelClose,
+    ChannelCloseOk,
+    ChannelOpen,
+    ChannelOpenOk,
+    ConnectionBlocked,
+    ConnectionClose,
+    ConnectionCloseOk,
+    ConnectionUnblocked,
+    ConnectionUpdateSecret,
+    ConnectionUpdateSecretOk,
+    Method,
+    TxCommit,
+)
+from herald.plugins.amqp.handshake import Handshake
+
+if TYPE_CHECKING:
+    from herald.core.auth import User
+    from herald.core.broker import Broker
+    from herald.core.connections import Connection
+    from herald.core.vhost import VirtualHost
+    from herald.plugins.amqp.config import AMQPConfig
+
+log = logging.getLogger(__name__)
+
+_SENDING = frozenset({ConnectionState.HANDSHAKE, ConnectionState.TUNED, ConnectionState.OPEN})
+_DELIVERY_OVERHEAD = 64  # frame headers and the method frame of one delivery, roughly
+
+
+def reply_text(code: int, text: str) -> str:
+    """RabbitMQ's form, "NOT_FOUND - no queue 'q' in vhost '/'", cut to a shortstr."""
+    try:
+        name = ReplyCode(code).name
+    except ValueError:
+        name = "ERROR"
+    full = f"{name} - {text}".encode()
+    return full[:255].decode(errors="ignore")
+
+
+class Session:
+    """The AMQP side of one client connection."""
+
+    def __init__(
+        self, broker: Broker, config: AMQPConfig, connection: Connection, peer_host: str | None
+    ) -> None:
+        self.broker = broker
+        self.config = config
+        self.connection = connection  # also the owner of this connection's exclusive queues
+        self.peer_host = peer_host
+        self.codecs = broker.codecs
+        self.store = broker.store
+        self.codec = AMQPConnection(max_message_size=config.max_message_size)
+        self.channels: dict[int, Channel] = {}
+        self.user: User | None = None
+        self.user_name = ""
+        self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by connection.open
+        self.capabilities: frozenset[str] = frozenset()
+        self.channel_max = config.channel_max
+        self.heartbeat = 0  # negotiated seconds; 0 = none
+        self.published = False  # RabbitMQ blocks only connections that publish
+        self.transport_full = False
+        self.done = False  # nothing more to read; the adapter flushes and closes
+        self.close_reason = "client closed the connection"
+        self.last_received = trio.current_time()
+        self.handshake = Handshake(self)
+        self._closing = False
+        self._blocked_sent = False
+        self._authz: set[tuple[Any, str, str]] = set()
+        self._queued = self._in_flight = 0
+        self._output = trio.Event()
+        self._opened = trio.Event()
+        self._ending = trio.Event()
+        self._confirm_event = trio.Event()
+        self._confirm_ticket = 0
+
+    # -- for the adapter ---------------------------------------------------------------------
+    async def receive(self, data: bytes) -> None:
+        """Handle bytes from the client: every whole event they complete."""
+        self.last_received = trio.current_time()
+        codec = self.codec
+        codec.receive_data(data)
+        try:
+            while not self.done:
+                event = codec.next_event()
+                if event is NEED_DATA:
+                    break
+                kind = type(event)
+                if kind is Message:
+                    self._on_publish(event)  # type: ignore[arg-type]
+                elif kind is MethodFrame:
+                    channel, method = event.channel, event.method  # type: ignore[union-attr]
+                    if not channel:
+                        await self._on_connection_method(method)
+                    elif type(method) is TxCommit:
+                        await self._tx_commit(channel, method)
+                    else:
+                        self._on_channel_method(channel, method)
+                elif kind is ProtocolHeader:
+                    self.handshake.start()
+                elif kind is ContentTooLarge:
+                    self._content_too_large(event)  # type: ignore[arg-type]
+                elif kind is not Heartbeat:
+                    raise RemoteProtocolError(f"unexpected {event!r}", 505)
+        except RemoteProtocolError as exc:
+            self._codec_failed(exc)
+        self.flush_confirms()
+
+    def data_to_send(self) -> bytes:
+        data = self.codec.data_to_send()
+        self._in_flight = len(data)
+        self._queued = 0
+        return data
+
+    def written(self) -> None:
+        """The adapter wrote the last `data_to_send`: resume consumers if the backlog drained."""
+        self._in_flight = 0
+        if self.transport_full and self._queued < self.config.write_buffer // 2:
+            self._set_transport_full(False)
+
+    async def wait_output(self) -> None:
+        """Return once there is something to write, or the session is done."""
+        await self._output.wait()
+        self._output = trio.Event()
+
+    async def wait_opened(self) -> None:
+        await self._opened.wait()
+
+    async def wait_ending(self) -> None:
+        """Return once the server sent connection.close or the session is done: from then on
+        the connection has `close_timeout` seconds to finish."""
+        await self._ending.wait()
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether the adapter should stop reading: a publisher while a resource alarm is on."""
+        return self.published and self.broker.alarms.blocked and not self._closing
+
+    def heartbeat_tick(self, now: float) -> None:
+        """Called every heartbeat/2 seconds: send one, and give up on a peer silent too long."""
+        if self.reading_paused:
+            self.last_received = now  # we are not reading: its heartbeats wait in the socket
+        elif now - self.last_received > 2 * self.heartbeat:
+            self.finish(f"missed heartbeats from client, timeout: {self.heartbeat}s")
+            return
+        if self.codec.state in _SENDING:
+            self.codec.send(Heartbeat())
+            self._wake()
+
+    def alarms_changed(self, active: frozenset[str]) -> None:
+        """Tell a client that asked for it (capability connection.blocked)."""
+        if not self._opened.is_set() or not self.capable("connection.blocked") or self._closing:
+            return
+        if active and not self._blocked_sent:
+            reason = "low on " + ", ".join(sorted(active))
+            self.send_method(0, ConnectionBlocked(reason))
+            self._blocked_sent = True
+        elif not active and self._blocked_sent:
+            self.send_method(0, ConnectionUnblocked())
+            self._blocked_sent = False
+
+    async def run_confirms(self) -> None:
+        """Send confirms of stored publishes once the store made them durable (group commit)."""
+        while True:
+            await self._confirm_event.wait()
+            self._confirm_event = trio.Event()
+            ticket = self._confirm_ticket
+            try:
+                await self.store.wait_durable(ticket)
+            except KernelError as exc:
+                log.error("store failed to make publishes durable: %s", exc)
+                for channel in self.channels.values():
+                    channel.publisher.fail_confirms(ticket)
+            self.flush_confirms()
+            self._wake()
+
+    def close_from_broker(self, reason: str) -> None:
+        """The broker's closer (shutdown, vhost deleted, management): 320 CONNECTION_FORCED."""
+        self.close(ReplyCode.CONNECTION_FORCED, reason)
+
+    def abort(self, reason: str) -> None:
+        """Give up without a goodbye (handshake timeout, close-ok never came)."""
+        self.finish(reason)
+
+    def teardown(self) -> None:
+        """The connection ended: give every channel's consumers and messages back."""
+        channels, self.channels = self.channels, {}
+        for channel in channels.values():
+            channel.state = ChannelState.CLOSING
+            channel.release()
+
+    def finish(self, reason: str) -> None:
+        if not self.done:
+            self.done = True
+            self.close_reason = reason
+        self.teardown()
+        self._ending.set()
+        self._wake()
+
+    # -- for channels ------------------------------------------------------------------------
+    def capable(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def authorize(self, permission: Any, kind: str, name: str) -> None:
+        """broker.authorize, remembered per connection (RabbitMQ caches per channel too)."""
+        key = (permission, kind, name)
+        if key in self._authz:
+            return
+        assert self.user is not None
+        self.broker.authorize(self.user, self.vhost.name, permission, kind, name)
+        if len(self._authz) >= 256:
+            self._authz.clear()
+        self._authz.add(key)
+
+    def send_method(self, channel: int, method: Method) -> None:
+        try:
+            self.codec.send(MethodFrame(channel, method))
+        except LocalProtocolError:  # closed in the meantime: nobody to tell
+            return
+        self._wake()
+
+    def send_delivery(self, event: Delivery, counted: bool = False) -> None:
+        """Queue a content (deliver, get-ok, return); suspend consumers past the buffer."""
+        if self.codec.state is not ConnectionState.OPEN:
+            return  # closing: the entry stays unacked and goes back with its channel
+        self.codec.send(event)
+        if not counted:
+            self.count_output(event)
+        self._wake()
+
+    def count_output(self, event: Delivery) -> None:
+        """Add a content to the write backlog; past `write_buffer`, suspend every consumer."""
+        self._queued += len(event.body) + len(event.properties) + _DELIVERY_OVERHEAD
+        if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
+            self._set_transport_full(True)
+
+    def confirm_after(self, ticket: int) -> None:
+        """A confirm waits for `ticket`; wake the confirm task if the store isn't there yet."""
+        if ticket > self.store.durable_ticket:
+            self._confirm_ticket = max(self._confirm_ticket, ticket)
+            self._confirm_event.set()
+
+    def flush_confirms(self) -> None:
+        durable = self.store.durable_ticket
+        for channel in self.channels.values():
+            if channel.publisher.pending and channel.open:
+                channel.publisher.flush_confirms(durable)
+
+    def close(self, code: int, text: str, method: type[Method] | None = None) -> None:
+        """Close the connection with connection.close (or at once before the handshake)."""
+        if self._closing or self.done:
+            return
+        self._closing = True
+        self.close_reason = text
+        self.teardown()
+        if self.codec.state in _SENDING:
+            class_id, method_id = (method.CLASS_ID, method.METHOD_ID) if method else (0, 0)
+            self.send_method(0, ConnectionClose(code, reply_text(code, text), class_id, method_id))
+            self._ending.set()
+        else:
+            self.finish(text)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _wake(self) -> None:
+        if not self._output.is_set():
+            self._output.set()
+
+    def _set_transport_full(self, full: bool) -> None:
+        self.transport_full = full
+        for channel in list(self.channels.values()):
+            channel.consumers.apply_suspension(full)
+
+    def _codec_failed(self, exc: RemoteProtocolError) -> None:
+        """The codec cannot go on: say why if the protocol allows it, then hang up."""
+        log.info("amqp protocol error from %s: %s", self.connection.peer, exc.text)
+        if exc.code is not None and not self._closing:
+            self.close(exc.code, exc.text)
+        self.finish(exc.text)
+
+    # -- connection methods ------------------------------------------------------------------
+    async def _on_connection_method(self, method: Method) -> None:
+        kind = type(method)
+        if kind is ConnectionClose:
+            self.teardown()
+            self.send_method(0, ConnectionCloseOk())
+            self.finish(self.close_reason if self._closing else "client closed the connection")
+            return
+        if kind is ConnectionCloseOk:
+            self.finish(self.close_reason)
+            return
+        if self._closing:
+            return
+        if kind is ConnectionUpdateSecret:
+            self.send_method(0, ConnectionUpdateSecretOk())
+            return
+        await self.handshake.handle(method)
+
+    def opened(self) -> None:
+        """connection.open-ok went out: channels may open; tell about alarms already on."""
+        self._opened.set()
+        self.alarms_changed(self.broker.alarms.active)
+
+    # -- channels ----------------------------------------------------------------------------
+    def _on_channel_method(self, channel_id: int, method: Method) -> None:
+        if self._closing:
+            return
+        kind = type(method)
+        channel = self.channels.get(channel_id)
+        try:
+            if channel is None:
+                if kind is ChannelOpen:
+                    self._open_channel(channel_id)
+                elif kind is not ChannelCloseOk:  # a late close-ok is harmless
+                    raise RemoteProtocolError(
+                        f"expected 'channel.open' on channel {channel_id}", 504
+                    )
+                return
+            if channel.state is ChannelState.CLOSING:
+                if kind is ChannelCloseOk:
+                    del self.channels[channel_id]
+                elif kind is ChannelClose:
+                    self.send_method(channel_id, ChannelCloseOk())
+                return
+            if kind is ChannelClose:
+                del self.channels[channel_id]
+                channel.closed_by_client()
+            elif kind is ChannelOpen:
+                raise RemoteProtocolError(
+                    f"second 'channel.open' seen on channel {channel_id}", 504
+                )
+            elif kind is not ChannelCloseOk:
+                channel.handle(method)
+        except Exception as exc:
+            self._failed(channel, exc, kind)
+
+    def _failed(self, channel: Channel | None, exc: Exception, kind: type[Method]) -> None:
+        """Answer a failed method: channel.close for a channel error, else connection.close."""
+        if isinstance(exc, KernelError):
+            if exc.connection_level or channel is None:
+                self.close(exc.reply_code, exc.reply_text, kind)
+            elif channel.open:
+                channel.fail(exc.reply_code, reply_text(exc.reply_code, exc.reply_text), kind)
+        elif isinstance(exc, RemoteProtocolError):
+            self.close(exc.code or ReplyCode.INTERNAL_ERROR, exc.text, kind)
+        else:  # a bug: close this connection, keep the broker and everyone else going
+            log.exception("amqp %s failed on %s", kind.NAME, self.connection.peer)
+            self.close(ReplyCode.INTERNAL_ERROR, f"internal error in {kind.NAME}", kind)
+
+    def _open_channel(self, channel_id: int) -> None:
+        if channel_id > self.channel_max:
+            raise RemoteProtocolError(
+                f"channel {channel_id} exceeds the negotiated channel_max {self.channel_max}", 530
+            )
+        channel = self.channels[channel_id] = Channel(self, channel_id)
+        self.send_method(channel_id, ChannelOpenOk())
+        if self.transport_full:
+            channel.consumers.apply_suspension(True)
+
+    def _on_publish(self, event: Message) -> None:
+        channel = self.channels.get(event.channel)
+        if self._closing:
+            return
+        if channel is None:
+            self.close(
+                504, f"expected 'channel.open' on channel {event.channel}", type(event.method)
+            )
+            return
+        if not channel.open:
+            return
+        try:
+            channel.publish(event)
+        except Exception as exc:
+            self._failed(channel, exc, type(event.method))
+
+    def _content_too_large(self, event: ContentTooLarge) -> None:
+        channel = self.channels.get(event.channel)
+        error = PreconditionFailed(
+            f"message size {event.body_size} is larger than configured max size"
+            f" {self.config.max_message_size}"
+        )
+        if channel is not None and channel.open:
+            self._failed(channel, error, type(event.method))
+
+    async def _tx_commit(self, channel_id: int, method: TxCommit) -> None:
+        channel = self.channels.get(channel_id)
+        if channel is None or not channel.open:
+            self._on_channel_method(channel_id, method)
+            return
+        try:
+            await channel.publisher.tx_commit()
+        except Exception as exc:
+            self._failed(channel, exc, TxCommit)
