@@ -31,10 +31,11 @@ def free_port_settings(sections: dict[str, type]) -> list[str]:
         if not attrs.has(cls):
             continue
         for field in attrs.fields(cls):
-            if field.name.endswith("port"):
-                out.append(f"{section}.{field.name}=0")
-            elif field.name.endswith("host"):
-                out.append(f'{section}.{field.name}="127.0.0.1"')
+            name, default = field.name, field.default
+            if (name == "port" or name.endswith("_port")) and isinstance(default, int):
+                out.append(f"{section}.{name}=0")
+            elif (name == "host" or name.endswith("_host")) and isinstance(default, str):
+                out.append(f'{section}.{name}="127.0.0.1"')
     return out
 
 
