@@ -1,0 +1,96 @@
+"""The `[stomp]` config section.
+
+Defaults follow RabbitMQ's STOMP and Web-STOMP plugins, so clients written for it connect
+unchanged: port 61613 on every interface, WebSocket on 15674 at `/ws`, virtual host `/`,
+unlimited consumer prefetch, and heart-beats only when the client asks for them. The size
+limits are the STOMP codec's (`StompLimits`, after ActiveMQ Apollo).
+
+Heart-beats: RabbitMQ answers a CONNECT's `heart-beat: cx,cy` with `cy,cx`, i.e. it agrees to
+whatever the client wants and asks nothing of its own. herald does the same, with two floors
+(`heartbeat_send_min`, `heartbeat_receive_min`, in ms) so a client cannot ask for a flood of
+EOLs; RabbitMQ's floor is one second (it counts in whole seconds), and so is herald's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from herald.core.config import InvalidValue
+from herald.plugins.stomp.codec import StompLimits
+
+
+def _port(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise InvalidValue(f"expected 0..65535, got {value!r}", attribute.name)
+
+
+def _at_least(minimum: int) -> Callable[[object, attrs.Attribute, int], None]:
+    def check(_inst: object, attribute: attrs.Attribute, value: int) -> None:
+        if value < minimum:
+            raise InvalidValue(f"must be at least {minimum}, got {value!r}", attribute.name)
+
+    return check
+
+
+def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
+    if not value > 0:
+        raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
+
+
+def _ws_path(_inst: object, attribute: attrs.Attribute, value: str) -> None:
+    if not value.startswith("/"):
+        raise InvalidValue(f"must start with '/', got {value!r}", attribute.name)
+
+
+@attrs.frozen
+class StompConfig:
+    """`[stomp]`: where the STOMP listeners bind and what they negotiate with clients."""
+
+    host: str = "0.0.0.0"
+    """Address of the TCP listener; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
+    port: int = attrs.field(default=61613, validator=_port)
+    ws_enabled: bool = True
+    """Serve STOMP over WebSocket as well (RabbitMQ's Web-STOMP)."""
+    ws_host: str = "0.0.0.0"
+    ws_port: int = attrs.field(default=15674, validator=_port)
+    ws_path: str = attrs.field(default="/ws", validator=_ws_path)
+    """The only HTTP path the WebSocket listener upgrades; others get 404."""
+    default_vhost: str = "/"
+    """The virtual host of a CONNECT without a `host` header."""
+    strict_host: bool = True
+    """True (RabbitMQ): a `host` header naming no virtual host is refused with an ERROR.
+    False (ActiveMQ Apollo): such a connection gets `default_vhost`. STOMP 1.2 clients such as
+    stomp.py put the server's host name there unless told a virtual host."""
+    allow_anonymous: bool = False
+    """Let a CONNECT without `login` log in as `default_login` / `default_passcode`
+    (RabbitMQ's `default_user`); when False such a CONNECT is refused."""
+    default_login: str = "guest"
+    default_passcode: str = attrs.field(default="guest", repr=False)
+    heartbeat_send_min: int = attrs.field(default=1000, validator=_at_least(0))
+    """The shortest interval (ms) at which the server agrees to send heart-beats."""
+    heartbeat_receive_min: int = attrs.field(default=1000, validator=_at_least(0))
+    """The shortest interval (ms) at which the server agrees to expect them; a client silent
+    for twice the agreed interval is disconnected."""
+    default_prefetch: int = attrs.field(default=0, validator=_at_least(0))
+    """Unacknowledged messages per subscription without a `prefetch-count` header (0 = no
+    limit, RabbitMQ's default)."""
+    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
+    """Seconds a client has from connecting to sending CONNECT."""
+    close_timeout: float = attrs.field(default=3.0, validator=_positive)
+    """Seconds to flush a final ERROR or RECEIPT before the socket is closed."""
+    max_frame_size: int = attrs.field(default=4 * 1024 * 1024, validator=_at_least(64))
+    """Command, headers and body of one inbound frame (ERROR and close beyond it)."""
+    max_headers: int = attrs.field(default=1000, validator=_at_least(1))
+    max_header_line: int = attrs.field(default=10 * 1024, validator=_at_least(64))
+    write_buffer: int = attrs.field(default=1024 * 1024, validator=_at_least(4096))
+    """Bytes of deliveries waiting for the socket above which subscriptions are paused."""
+
+    @property
+    def limits(self) -> StompLimits:
+        return StompLimits(
+            max_frame_size=self.max_frame_size,
+            max_headers=self.max_headers,
+            max_header_line=self.max_header_line,
+        )

@@ -1,0 +1,39 @@
+"""Why the STOMP session refuses a frame, as the ERROR frame will say it.
+
+STOMP has no error codes: an ERROR frame carries a short `message` header and a plain-text
+body. `FrameError` is raised by the session's helpers (destinations, subscriptions,
+transactions) for a frame that breaks STOMP or herald's mapping rules; kernel refusals
+(`KernelError`) are translated by `kernel_error_message`. Either way the session sends the
+ERROR and closes the connection, as STOMP requires.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from herald.core.errors import HeraldError, KernelError
+
+_KERNEL_MESSAGES: Final = {
+    403: "Access refused",
+    404: "Not found",
+    405: "Resource locked",
+    406: "Precondition failed",
+    503: "Command invalid",
+    506: "Resource error",
+    530: "Not allowed",
+    541: "Internal error",
+}
+
+
+class FrameError(HeraldError):
+    """A frame the session cannot act on: `message` is the ERROR header, `detail` its body."""
+
+    def __init__(self, message: str, detail: str) -> None:
+        super().__init__(f"{message}: {detail}")
+        self.message = message
+        self.detail = detail
+
+
+def kernel_error_message(error: KernelError) -> str:
+    """The ERROR frame's `message` header for a kernel refusal (its body is the reply text)."""
+    return _KERNEL_MESSAGES.get(error.reply_code, "Processing error")

@@ -1,0 +1,257 @@
+"""The Trio adapter: TCP and WebSocket bytes in and out of a STOMP `Session`; no protocol here.
+
+Per connection, in one nursery:
+- the reader feeds the session what the transport gives, and stops reading while the session
+  says publishing is blocked (a resource alarm), so TCP backpressure reaches the publisher;
+- the writer (this task) sends everything the session produced since its last write in one
+  write, and tells the session when it is written (consumer backpressure);
+- timers: the handshake deadline and heart-beats; and the session's receipt task (durability).
+
+WebSocket (RabbitMQ's Web-STOMP): `ws_path` is upgraded with the best STOMP subprotocol the
+client offers (v12.stomp, v11.stomp, v10.stomp, stomp; none if it offers none); each WebSocket
+message carries STOMP bytes (a frame, part of one, or several), and each write goes out as one
+message: text when it is UTF-8, binary otherwise.
+
+After the session ends, TCP connections are half-closed and drained for `close_timeout`, so a
+final ERROR is not lost to a reset when the client was still sending (an oversized frame).
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+import trio_websocket
+
+from herald.core.listeners import peer_name, serve_tcp
+from herald.core.plugin_types import Listener
+from herald.plugins.stomp.config import StompConfig
+from herald.plugins.stomp.session import Session
+
+if TYPE_CHECKING:
+    from herald.core.broker import Broker
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "stomp"
+RECEIVE_SIZE = 256 * 1024
+SUBPROTOCOLS = ("v12.stomp", "v11.stomp", "v10.stomp", "stomp")
+_LOST = (trio.BrokenResourceError, trio.ClosedResourceError)
+
+
+class Transport(Protocol):
+    """A byte pipe to one client: TCP stream or WebSocket connection."""
+
+    async def receive(self) -> bytes:
+        """The next bytes from the client; b"" once it closed."""
+
+    async def send(self, data: bytes) -> None:
+        """Write `data`; raises trio.BrokenResourceError when the client is gone."""
+
+    async def linger(self, timeout: float) -> None:
+        """The session ended: let the client read what was written before the close."""
+
+
+class TcpTransport:
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        try:
+            return await self.stream.receive_some(RECEIVE_SIZE)
+        except _LOST:
+            return b""
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def linger(self, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            try:
+                await self.stream.send_eof()  # type: ignore[attr-defined]
+                while await self.stream.receive_some(RECEIVE_SIZE):
+                    pass
+            except (*_LOST, AttributeError):
+                pass
+
+
+class WebSocketTransport:
+    def __init__(self, ws: trio_websocket.WebSocketConnection) -> None:
+        self.ws = ws
+
+    async def receive(self) -> bytes:
+        try:
+            message = await self.ws.get_message()
+        except trio_websocket.ConnectionClosed:
+            return b""
+        return message.encode() if isinstance(message, str) else message
+
+    async def send(self, data: bytes) -> None:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            message: str | bytes = data
+        else:
+            message = text
+        try:
+            await self.ws.send_message(message)
+        except trio_websocket.ConnectionClosed:
+            raise trio.BrokenResourceError("WebSocket closed") from None
+
+    async def linger(self, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            await self.ws.aclose()
+
+
+async def serve(
+    broker: Broker,
+    config: StompConfig | None,
+    *,
+    task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Listen on `[stomp] host:port` (and the WebSocket port) until cancelled."""
+    config = config if config is not None else StompConfig()
+
+    async def handle_tcp(stream: trio.abc.Stream) -> None:
+        await run_connection(broker, config, TcpTransport(stream), peer_name(stream), _host(stream))
+
+    async with trio.open_nursery() as nursery:
+        tcp = partial(serve_tcp, handle_tcp, config.host, config.port, protocol=PROTOCOL)
+        listeners: list[Listener] = list(await nursery.start(tcp))
+        if config.ws_enabled:
+            listeners.extend(await nursery.start(serve_websocket, broker, config))
+        task_status.started(listeners)
+
+
+async def serve_websocket(
+    broker: Broker,
+    config: StompConfig,
+    *,
+    task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async def handle(request: trio_websocket.WebSocketRequest) -> None:
+        try:
+            await _serve_request(broker, config, request)
+        except trio_websocket.ConnectionClosed:
+            log.debug("stomp websocket client went away during the handshake")
+        except Exception:  # one connection's failure must not end the listener
+            log.exception("stomp websocket connection handler failed; closing that connection")
+
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            partial(
+                trio_websocket.serve_websocket,
+                handle,
+                config.ws_host or None,
+                config.ws_port,
+                None,
+                max_message_size=2 * config.max_frame_size,
+                connect_timeout=config.handshake_timeout,
+                disconnect_timeout=config.close_timeout,
+            )
+        )
+        bound = [
+            Listener(PROTOCOL, "ws", str(endpoint.address), endpoint.port)
+            for endpoint in server.listeners
+            if not isinstance(endpoint, str)
+        ]
+        task_status.started(bound)
+
+
+async def _serve_request(
+    broker: Broker, config: StompConfig, request: trio_websocket.WebSocketRequest
+) -> None:
+    if request.path.partition("?")[0] != config.ws_path:
+        await request.reject(404, body=b"no STOMP endpoint here\n")
+        return
+    offered = request.proposed_subprotocols
+    chosen = next((p for p in SUBPROTOCOLS if p in offered), None)
+    ws = await request.accept(subprotocol=chosen)
+    remote = request.remote
+    host = getattr(remote, "address", None)
+    peer = f"{host}:{getattr(remote, 'port', '')}" if host is not None else str(remote)
+    await run_connection(broker, config, WebSocketTransport(ws), peer, _text(host))
+
+
+async def run_connection(
+    broker: Broker, config: StompConfig, transport: Transport, peer: str, peer_host: str | None
+) -> None:
+    """Serve one client connection from accept to close."""
+    connection = broker.connections.open(PROTOCOL, peer)
+    session = Session(broker, config, connection, peer_host)
+    connection.closer = session.close_from_broker
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read, session, transport)
+            nursery.start_soon(_handshake_deadline, session, config.handshake_timeout)
+            nursery.start_soon(_heartbeats, session)
+            nursery.start_soon(session.run_receipts)
+            await _write(session, transport)
+            nursery.cancel_scope.cancel()
+    finally:
+        session.teardown()
+        broker.connections.close(connection, session.close_reason)
+    await transport.linger(config.close_timeout)
+
+
+async def _read(session: Session, transport: Transport) -> None:
+    alarms = session.broker.alarms
+    while not session.done:
+        if session.reading_paused:
+            await alarms.wait_publish_allowed()
+            continue
+        data = await transport.receive()
+        if not data:
+            session.finish("client closed the connection")
+            return
+        await session.receive(data)
+
+
+async def _write(session: Session, transport: Transport) -> None:
+    while True:
+        await session.wait_output()
+        data = session.data_to_send()
+        if data:
+            try:
+                await transport.send(data)
+            except _LOST:
+                session.finish("connection lost while writing")
+                return
+            session.written()
+        if session.done:
+            rest = session.data_to_send()
+            if rest:
+                with trio.move_on_after(session.config.close_timeout):
+                    await transport.send(rest)
+            return
+
+
+async def _handshake_deadline(session: Session, timeout: float) -> None:
+    with trio.move_on_after(timeout):
+        await session.wait_opened()
+        return
+    session.abort(f"no CONNECT frame within the handshake timeout ({timeout:g}s)")
+
+
+async def _heartbeats(session: Session) -> None:
+    await session.wait_opened()
+    while not session.done:
+        deadline = session.heartbeat_deadline()
+        if deadline == float("inf"):
+            return
+        await trio.sleep_until(deadline)
+        session.heartbeat_tick(trio.current_time())
+
+
+def _host(stream: Any) -> str | None:
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        return str(sock.getpeername()[0]) if sock is not None else None
+    except OSError:
+        return None
+
+
+def _text(host: object) -> str | None:
+    return None if host is None else str(host)

@@ -1,0 +1,313 @@
+"""A connection's subscriptions: SUBSCRIBE, UNSUBSCRIBE, MESSAGE frames, ACK and NACK.
+
+`Subscriptions` is the connection's `DeliverySink`: the kernel calls `deliver` synchronously
+from its dispatch loop (whichever connection's publish caused it), and it encodes the MESSAGE
+frame straight into the connection's output. Each subscription is one kernel consumer whose
+tag is the subscription id.
+
+Acknowledgement modes (STOMP 1.2, as RabbitMQ implements them):
+- `auto`: the server settles a message when it sends it (a no-ack consumer);
+- `client`: an ACK or NACK settles the message it names and every earlier unsettled message
+  of the same subscription (cumulative);
+- `client-individual`: one message at a time.
+`prefetch-count` caps the unsettled messages of a subscription (0: no cap). NACK requeues
+unless it carries `requeue:false` (then the message is dead-lettered or dropped), RabbitMQ's
+default. Messages left unsettled by an UNSUBSCRIBE can still be settled; everything unsettled
+when the connection ends goes back to its queue, marked redelivered.
+
+Message ids: `message-id` (and in 1.2 the `ack` header, which has the same value) is
+`<session id>@@<delivery number>`, unique per delivery; 1.0 and 1.1 clients acknowledge with
+`message-id`, 1.2 clients with `id`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import TYPE_CHECKING
+
+import attrs
+
+from herald.core.auth import PermissionKind
+from herald.core.errors import LocalProtocolError
+from herald.plugins.stomp.codec import Frame
+from herald.plugins.stomp.destinations import (
+    Destination,
+    Kind,
+    declaration,
+    format_destination,
+    is_durable_subscription,
+    parse_boolean,
+    parse_destination,
+)
+from herald.plugins.stomp.errors import FrameError
+from herald.plugins.stomp.message_codec import PROTOCOL, SERVER_HEADERS, delivery_parts
+from herald.plugins.stomp.queues import ensure_queue, existing_queue, subscription_queue
+
+if TYPE_CHECKING:
+    from herald.core.consumer import Consumer
+    from herald.core.queue import Queue
+    from herald.core.queue_entry import QueueEntry
+    from herald.plugins.stomp.session import Session
+
+log = logging.getLogger(__name__)
+
+TEMP_QUEUE_PREFIX = Kind.TEMP_QUEUE.value
+_MESSAGE_OVERHEAD = 128  # the server's headers of one MESSAGE frame, roughly
+
+
+class AckMode(enum.Enum):
+    AUTO = "auto"
+    CLIENT = "client"
+    CLIENT_INDIVIDUAL = "client-individual"
+
+
+@attrs.define(slots=True, eq=False)
+class Subscription:
+    id: str
+    header: str | None
+    """The `subscription` header of its MESSAGEs (None: a 1.0 SUBSCRIBE without an id)."""
+    destination: Destination
+    ack: AckMode
+    queue: Queue
+    durable: bool = False
+    consumer: Consumer | None = None
+    unacked: dict[str, QueueEntry] = attrs.field(factory=dict)
+    """Unsettled deliveries by message id, in delivery order."""
+
+
+class Subscriptions:
+    """One connection's subscriptions and unsettled deliveries (its `DeliverySink`)."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.by_id: dict[str, Subscription] = {}
+        self.pending: dict[str, Subscription] = {}
+        """Unsettled message ids, to the subscription that delivered them."""
+        self._next = 0
+
+    # -- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
+    def subscribe(self, frame: Frame) -> None:
+        session = self.session
+        destination = parse_destination(frame.get("destination"), "SUBSCRIBE")
+        if destination.kind in (Kind.TEMP_QUEUE, Kind.REPLY_QUEUE):
+            raise FrameError(
+                "Invalid destination",
+                f"cannot SUBSCRIBE to '{destination}': replies to a {TEMP_QUEUE_PREFIX} "
+                "reply-to arrive without a subscription",
+            )
+        sub_id, header = self._subscription_id(frame, "SUBSCRIBE")
+        if sub_id.startswith(TEMP_QUEUE_PREFIX):
+            raise FrameError(
+                "Invalid id", f"a subscription id may not start with {TEMP_QUEUE_PREFIX}"
+            )
+        if sub_id in self.by_id:
+            raise FrameError(
+                "Duplicated subscription identifier",
+                f"a subscription identified by '{sub_id}' already exists on this connection",
+            )
+        durable = destination.binds and is_durable_subscription(frame.headers)
+        if durable and frame.get("id") is None:
+            raise FrameError("Missing header", "header 'id' is required for durable subscriptions")
+        ack = self._ack_mode(frame.get("ack", "auto"))
+        prefetch = self._integer(frame, "prefetch-count", session.config.default_prefetch)
+        decl = declaration(destination, frame.headers, subscribe=True)
+        if destination.kind is Kind.QUEUE:
+            queue = ensure_queue(session, destination.name, decl)
+        elif destination.kind is Kind.AMQ_QUEUE:
+            queue = existing_queue(session, destination.name)
+        else:
+            queue = subscription_queue(
+                session, destination, decl, sub_id, frame.get("x-queue-name")
+            )
+        session.authorize(PermissionKind.READ, "queue", queue.name)
+        arguments = {}
+        if frame.get("x-priority") is not None:
+            arguments["x-priority"] = self._integer(frame, "x-priority", 0, minimum=None)
+        self._start(
+            Subscription(sub_id, header, destination, ack, queue, durable), prefetch, arguments
+        )
+
+    def subscribe_reply(self, sub_id: str, queue: Queue) -> None:
+        """The implicit subscription of a `/temp-queue/` reply queue (auto acknowledgement)."""
+        destination = Destination(Kind.QUEUE, queue.name)
+        self._start(Subscription(sub_id, sub_id, destination, AckMode.AUTO, queue), 0, {})
+
+    def _start(self, sub: Subscription, prefetch: int, arguments: dict[str, int]) -> None:
+        session = self.session
+        self.by_id[sub.id] = sub  # deliveries can start inside add_consumer
+        try:
+            sub.consumer = sub.queue.add_consumer(
+                sub.id,
+                self,
+                owner=session.connection,
+                no_ack=sub.ack is AckMode.AUTO,
+                prefetch_count=prefetch,
+                arguments=arguments or None,
+            )
+        except BaseException:
+            del self.by_id[sub.id]
+            raise
+        if session.transport_full:
+            sub.consumer.suspend()
+
+    def unsubscribe(self, frame: Frame) -> None:
+        sub_id, _ = self._subscription_id(frame, "UNSUBSCRIBE")
+        sub = self.by_id.pop(sub_id, None)
+        if sub is None:
+            raise FrameError(
+                "No subscription found",
+                f"UNSUBSCRIBE must name an existing subscription; '{sub_id}' is not one",
+            )
+        if sub.consumer is not None:
+            # Its unsettled deliveries stay with the client, to be settled or released later.
+            sub.queue.remove_consumer(sub.consumer, requeue=False)
+        if sub.durable and is_durable_subscription(frame.headers):
+            # As RabbitMQ: a durable subscription's queue goes only when the client says so.
+            self.session.authorize(PermissionKind.CONFIGURE, "queue", sub.queue.name)
+            self.session.vhost.delete_queue(sub.queue.name, owner=self.session.connection)
+
+    def _subscription_id(self, frame: Frame, command: str) -> tuple[str, str | None]:
+        """(id, subscription header): a 1.0 client may name a subscription by destination."""
+        sub_id = frame.get("id")
+        if sub_id is not None:
+            return sub_id, sub_id
+        if self.session.version == "1.0":
+            destination = frame.get("destination")
+            if destination is not None:
+                return destination, None
+            raise FrameError(
+                "Missing destination or id",
+                f"{command} must include a 'destination' or 'id' header",
+            )
+        raise FrameError("Missing header", f"{command} must include an 'id' header")
+
+    @staticmethod
+    def _ack_mode(value: str) -> AckMode:
+        try:
+            return AckMode(value.strip())
+        except ValueError:
+            raise FrameError(
+                "Invalid header", f"ack must be auto, client or client-individual, got '{value}'"
+            ) from None
+
+    @staticmethod
+    def _integer(frame: Frame, name: str, default: int, minimum: int | None = 0) -> int:
+        value = frame.get(name)
+        if value is None:
+            return default
+        try:
+            number = int(value.strip())
+        except ValueError:
+            number = None
+        if number is None or (minimum is not None and number < minimum):
+            raise FrameError("Invalid header", f"header '{name}' must be an integer, got '{value}'")
+        return number
+
+    # -- DeliverySink ------------------------------------------------------------------------
+    def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
+        session = self.session
+        sub = self.by_id.get(consumer.tag)
+        if sub is None or not session.can_send:
+            return  # closing: an acknowledged-mode entry stays unsettled and is released
+        self._next += 1
+        message_id = f"{session.session_id}@@{self._next}"
+        message = entry.message
+        headers = []
+        if sub.header is not None:
+            headers.append(("subscription", sub.header))
+        headers.append(("destination", format_destination(message.exchange, message.routing_key)))
+        headers.append(("message-id", message_id))
+        if entry.delivery_count:
+            headers.append(("redelivered", "true"))
+        if sub.ack is not AckMode.AUTO:
+            if session.version == "1.2":
+                headers.append(("ack", message_id))
+            sub.unacked[message_id] = entry
+            self.pending[message_id] = sub
+        stored, body = delivery_parts(message, session.codecs)
+        headers.extend(pair for pair in stored if pair[0] not in SERVER_HEADERS)
+        size = len(body) + _MESSAGE_OVERHEAD
+        try:
+            session.send_message(Frame("MESSAGE", tuple(headers), body), size)
+        except LocalProtocolError:
+            # A header this version cannot carry (a line break in STOMP 1.0): leave it out.
+            kept = tuple((n, v) for n, v in headers if _plain(n, v))
+            try:
+                session.send_message(Frame("MESSAGE", kept, body), size)
+            except LocalProtocolError as exc:  # an exception here would break the dispatch loop
+                log.warning("cannot send a message to STOMP subscription %r: %s", sub.id, exc)
+
+    def consumer_cancelled(self, consumer: Consumer) -> None:
+        """The queue went away (deleted by someone else): the client must hear of it."""
+        sub = self.by_id.pop(consumer.tag, None)
+        if sub is not None and self.session.can_send:
+            self.session.fail(
+                "Server cancelled subscription",
+                f"queue '{sub.queue.name}' was deleted; no more messages will be delivered "
+                f"for subscription '{sub.id}' ({sub.destination})",
+            )
+
+    # -- ACK / NACK --------------------------------------------------------------------------
+    def settle(self, frame: Frame) -> None:
+        """ACK or NACK a message (and in `client` mode every earlier one)."""
+        command = frame.command
+        id_header = "id" if self.session.version == "1.2" else "message-id"
+        message_id = frame.get(id_header)
+        if message_id is None:
+            raise FrameError("Missing header", f"{command} must include the '{id_header}' header")
+        sub = self.pending.get(message_id)
+        if sub is None:
+            raise FrameError(
+                "Message not found",
+                f"{command}: '{message_id}' names no unacknowledged message of this connection",
+            )
+        requeue = parse_boolean("requeue", frame.get("requeue", "true"))
+        if sub.ack is AckMode.CLIENT:
+            taken = []
+            for pending_id in sub.unacked:
+                taken.append(pending_id)
+                if pending_id == message_id:
+                    break
+        else:
+            taken = [message_id]
+        for pending_id in taken:
+            entry = sub.unacked.pop(pending_id)
+            del self.pending[pending_id]
+            if command == "ACK":
+                entry.queue.ack(entry)
+            else:
+                entry.queue.reject(entry, requeue=requeue)
+
+    # -- flow and the end ----------------------------------------------------------------------
+    def apply_suspension(self, transport_full: bool) -> None:
+        """Pause every subscription while the socket is full; resume when it drained."""
+        for sub in list(self.by_id.values()):
+            if sub.consumer is None:
+                continue
+            if transport_full:
+                sub.consumer.suspend()
+            else:
+                sub.consumer.resume()
+
+    def release(self) -> None:
+        """The connection ends: cancel every subscription, requeue what is unsettled."""
+        subs, self.by_id = list(self.by_id.values()), {}
+        for sub in subs:
+            if sub.consumer is not None:
+                sub.queue.remove_consumer(sub.consumer, requeue=True)
+        holders = {}
+        for sub in self.pending.values():
+            for entry in sub.unacked.values():
+                if entry.consumer is not None:
+                    holders[id(entry.consumer)] = entry.consumer
+            sub.unacked.clear()
+        self.pending.clear()
+        for holder in holders.values():
+            holder.queue.release(holder)
+
+
+def _plain(name: str, value: str) -> bool:
+    return ":" not in name and not any(c in name or c in value for c in "\r\n")
