@@ -81,13 +81,13 @@ class Timers:
             now = trio.current_time()
             while heap and heap[0][0] <= now:
                 handle = heapq.heappop(heap)[2]
-                callback = handle.callback
+                callback, args = handle.callback, handle.args
                 if callback is None:
                     continue
-                handle.cancel()
+                handle.cancel()  # done: a cancel() from the callback itself is a no-op
                 self._fired += 1
                 try:
-                    callback(*handle.args)
+                    callback(*args)
                 except Exception:
                     log.exception("timer callback %r failed", callback)
             await trio.lowlevel.checkpoint()
