@@ -1,0 +1,149 @@
+"""Messages from one client into the kernel: PUBLISH and PUBREL, and when to acknowledge them.
+
+QoS 0 is routed and forgotten. QoS 1 is answered with PUBACK once routed and, as MQTT QoS > 0
+messages are persistent, once the store has made it durable. QoS 2 is routed once, answered
+with PUBREC when durable, and its packet id is remembered until PUBREL, so a resent PUBLISH
+with that id is not routed again; PUBREL is answered with PUBCOMP.
+
+Acks wait for the store together: the session hands every packet of one read to `publish` /
+`pubrel`, then `flush` waits once for the highest ticket (group commit) and sends the acks in
+the order the packets came, as MQTT requires (section 4.6).
+
+Refusals: MQTT 5 gets a reason code on the ack (0x87 not authorized, 0x10 no matching
+subscribers, 0x97 quota exceeded for a queue that rejects publishes); 3.1.1 cannot be told, so
+an unauthorized publish closes its connection (the spec's only alternative to acking).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from herald.core.auth import PermissionKind
+from herald.core.errors import AccessRefused, KernelError
+from herald.core.vhost import RouteStatus
+from herald.plugins.mqtt.codec import (
+    NO_PROPERTIES,
+    Packet,
+    Properties,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    ReasonCode,
+)
+
+if TYPE_CHECKING:
+    from herald.plugins.mqtt.session import Session
+
+log = logging.getLogger(__name__)
+
+_STATUS_CODES = {
+    RouteStatus.ROUTED: ReasonCode.SUCCESS,
+    RouteStatus.UNROUTABLE: ReasonCode.NO_MATCHING_SUBSCRIBERS,
+    RouteStatus.REJECTED: ReasonCode.QUOTA_EXCEEDED,
+}
+
+
+class Inbound:
+    """PUBLISH / PUBREL from one client, and the acks owed for them."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.store = session.context.store
+        self._pending: list[Packet] = []
+        self._ticket = 0
+
+    def publish(self, packet: Publish) -> None:
+        session = self.session
+        state = session.state
+        assert state is not None
+        context = session.context
+        qos = packet.qos
+        packet_id = packet.packet_id
+        if qos == 2 and packet_id in state.inbound_qos2:
+            self._reply(PubRec(packet_id))  # a resend: routed already
+            return
+        if qos == 2 and len(state.inbound_qos2) >= context.config.max_inflight:
+            session.fail(
+                ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
+                f"more than {context.config.max_inflight} QoS 2 publishes awaiting PUBREL",
+            )
+            return
+        retain = packet.retain
+        if retain and not context.retain_available:
+            if session.version == 5:
+                session.fail(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
+                return
+            retain = False
+        try:
+            session.authorize(PermissionKind.WRITE, "exchange", context.config.exchange)
+        except AccessRefused as exc:
+            self._refuse(packet, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
+            return
+        try:
+            result, ticket = context.publish(
+                state.client_id, packet.topic, packet.payload, qos, retain, packet.properties
+            )
+        except KernelError as exc:
+            log.warning("MQTT publish to %r failed: %s", packet.topic, exc.reply_text)
+            self._refuse(packet, ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, exc.reply_text)
+            return
+        session.published = True
+        if packet_id is None:
+            return
+        code = _STATUS_CODES[result.status]
+        reason = "a queue refused the message (x-overflow)" if code >= 0x80 else None
+        if ticket is not None and ticket > self._ticket:
+            self._ticket = ticket
+        if qos == 1:
+            self._reply(PubAck(packet_id, code, self._reason(reason)))
+        else:
+            if code < 0x80:
+                state.inbound_qos2.add(packet_id)
+            self._reply(PubRec(packet_id, code, self._reason(reason)))
+
+    def pubrel(self, packet: PubRel) -> None:
+        state = self.session.state
+        assert state is not None
+        if packet.packet_id in state.inbound_qos2:
+            state.inbound_qos2.discard(packet.packet_id)
+            self._reply(PubComp(packet.packet_id))
+        else:
+            self._reply(PubComp(packet.packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
+
+    async def flush(self) -> None:
+        """Send the acks owed, once what they confirm is durable."""
+        if not self._pending:
+            return
+        ticket, self._ticket = self._ticket, 0
+        if ticket and ticket > self.store.durable_ticket:
+            try:
+                await self.store.wait_durable(ticket)
+            except KernelError as exc:
+                log.error("store failed to make MQTT publishes durable: %s", exc.reply_text)
+                self._pending.clear()
+                self.session.fail(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, exc.reply_text)
+                return
+        pending, self._pending = self._pending, []
+        for packet in pending:
+            self.session.send(packet)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _reply(self, packet: Packet) -> None:
+        self._pending.append(packet)
+
+    def _reason(self, text: str | None) -> Properties:
+        if text is None or not self.session.problem_information:
+            return NO_PROPERTIES
+        return Properties(reason_string=text)
+
+    def _refuse(self, packet: Publish, code: int, text: str) -> None:
+        session = self.session
+        if session.version < 5:
+            session.fail(code, text)  # 3.1.1 has no way to refuse a publish but hanging up
+        elif packet.qos == 1:
+            self._reply(PubAck(packet.packet_id, code, self._reason(text)))  # type: ignore[arg-type]
+        elif packet.qos == 2:
+            self._reply(PubRec(packet.packet_id, code, self._reason(text)))  # type: ignore[arg-type]

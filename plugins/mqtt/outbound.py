@@ -1,0 +1,215 @@
+"""Messages from the kernel to one client: the session's `DeliverySink`.
+
+Each delivery is checked against the session's subscriptions (`$`-topics, no-local, merged
+options), downgraded to the subscription's QoS and sent. QoS 0 deliveries are acked to the
+kernel at once; QoS 1 and 2 ones get a packet id and stay unacked in the kernel until PUBACK,
+or PUBREC for QoS 2 (the message has then reached the client; only the id stays in use until
+PUBCOMP). The kernel's credit window is the session's in-flight limit (Receive Maximum).
+
+When the connection goes, the kernel requeues what was in flight; the ids are remembered by
+queue position, so after a reconnect the same message goes out again with its original id
+and the DUP flag (MQTT 3.1.1 section 4.4), and PUBRELs still owed are sent again.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from herald.core.errors import KernelError, LocalProtocolError
+from herald.plugins.mqtt.codec import (
+    NO_PROPERTIES,
+    Publish,
+    PubRel,
+    ReasonCode,
+)
+from herald.plugins.mqtt.codec.topics import amqp_to_mqtt
+from herald.plugins.mqtt.context import PUBLISHER_KEY, RETAINED_KEY, TOPIC_KEY
+from herald.plugins.mqtt.message_codec import PROTOCOL, topic_or_none, unpack
+from herald.plugins.mqtt.subscriptions import Match, Subscription, merge
+
+if TYPE_CHECKING:
+    from herald.core.consumer import Consumer
+    from herald.core.queue import QueueEntry
+    from herald.plugins.mqtt.registry import SessionState
+    from herald.plugins.mqtt.session import Session
+
+log = logging.getLogger(__name__)
+
+
+class Outbound:
+    """Deliveries to one connection, and the client's PUBACK / PUBREC / PUBCOMP."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.codecs = session.context.codecs
+        self.inflight: dict[int, QueueEntry] = {}
+        """QoS 1 deliveries waiting for PUBACK and QoS 2 ones waiting for PUBREC, by id."""
+        self.shared: dict[str, Subscription] = {}
+        """The subscription behind each shared-queue consumer, by consumer tag (set before the
+        consumer exists, as it may receive at once); own-queue deliveries match them all."""
+        self._next_id = 1
+
+    # -- DeliverySink ------------------------------------------------------------------------
+    def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
+        session = self.session
+        state = session.state
+        message = entry.message
+        annotations = message.annotations
+        if state is None or not session.can_send:
+            return  # closing: the entry goes back to its queue with the consumer
+        pending_id = None
+        if entry.delivery_count:
+            pending_id = state.pending_ids.pop((entry.queue.name, entry.offset), None)
+        retained = False
+        publisher = None
+        if annotations is not None and TOPIC_KEY in annotations:
+            topic: str | None = annotations[TOPIC_KEY]
+            retained = bool(annotations.get(RETAINED_KEY))
+        else:
+            topic = topic_or_none(amqp_to_mqtt(message.routing_key))
+            if annotations is not None:
+                publisher = annotations.get(PUBLISHER_KEY)
+        match = None
+        if topic is not None:
+            match = self._match(consumer, state, topic, publisher == state.client_id)
+        if match is None:
+            self._settle(entry)  # not for this session ($-topic, no-local, unmappable key)
+            return
+        try:
+            stored = unpack(message.raw_for(PROTOCOL, self.codecs))
+        except KernelError as exc:
+            log.error("dropping a message that cannot be sent over MQTT: %s", exc.reply_text)
+            entry.queue.reject(entry, requeue=False)
+            return
+        qos = min(stored.qos, match.qos)
+        properties = NO_PROPERTIES
+        if session.version == 5:
+            properties = self._properties(
+                stored.properties, match, message.expiration_ms, message.timestamp
+            )
+        packet_id = None
+        if qos:
+            packet_id = self._packet_id(state, pending_id)
+        packet = Publish(
+            topic,  # type: ignore[arg-type]  # checked above
+            stored.payload,
+            qos,
+            retained or (match.retain_as_published and stored.retain),
+            bool(qos and entry.delivery_count),
+            packet_id,
+            properties,
+        )
+        try:
+            session.send(packet, len(stored.payload) + len(packet.topic))
+        except LocalProtocolError as exc:
+            # Larger than the client's Maximum Packet Size: MQTT 5 says drop it as if sent.
+            log.info("not sent to MQTT client %r: %s", state.client_id, exc.text)
+            self._settle(entry)
+            return
+        if packet_id is None:
+            self._settle(entry)
+        else:
+            self.inflight[packet_id] = entry
+
+    def consumer_cancelled(self, consumer: Consumer) -> None:
+        """The queue was deleted under the session (management API): forget its consumer."""
+        self.shared.pop(consumer.tag, None)
+        subscriber = self.session.subscriber
+        if subscriber is not None:
+            subscriber.consumer_gone(consumer)
+
+    # -- acknowledgements from the client ----------------------------------------------------
+    def puback(self, packet_id: int) -> None:
+        entry = self.inflight.pop(packet_id, None)
+        if entry is not None:
+            self._settle(entry)
+
+    def pubrec(self, packet_id: int, reason_code: int) -> None:
+        state = self.session.state
+        assert state is not None
+        entry = self.inflight.pop(packet_id, None)
+        if entry is not None:
+            self._settle(entry)
+            if reason_code >= 0x80:
+                return  # the client refused it: the exchange ends here
+            state.awaiting_pubcomp.add(packet_id)
+            self.session.send(PubRel(packet_id))
+        elif packet_id in state.awaiting_pubcomp:
+            self.session.send(PubRel(packet_id))  # our PUBREL crossed a resent PUBREC
+        elif reason_code < 0x80:
+            self.session.send(PubRel(packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
+
+    def pubcomp(self, packet_id: int) -> None:
+        state = self.session.state
+        if state is not None:
+            state.awaiting_pubcomp.discard(packet_id)
+
+    # -- session lifecycle -------------------------------------------------------------------
+    def resend_pubrels(self) -> None:
+        """After a reconnect: the PUBRELs the client has not answered yet."""
+        state = self.session.state
+        assert state is not None
+        for packet_id in sorted(state.awaiting_pubcomp):
+            self.session.send(PubRel(packet_id))
+
+    def release(self) -> None:
+        """The connection ends: remember the ids of own-queue deliveries still in flight."""
+        state = self.session.state
+        if state is not None and state.persistent:
+            own = state.queue_name
+            for packet_id, entry in self.inflight.items():
+                if entry.queue.name == own:
+                    state.pending_ids[(own, entry.offset)] = packet_id
+        self.inflight.clear()
+
+    def forget_consumer(self, consumer: Consumer) -> None:
+        """A consumer is going away: its in-flight entries return to the queue without us."""
+        for packet_id in [p for p, e in self.inflight.items() if e.consumer is consumer]:
+            del self.inflight[packet_id]
+        self.shared.pop(consumer.tag, None)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _match(
+        self, consumer: Consumer, state: SessionState, topic: str, own: bool
+    ) -> Match | None:
+        subscription = self.shared.get(consumer.tag)
+        if subscription is None:
+            return state.subscriptions.match(topic, own)
+        return merge([subscription], own) if subscription.matches(topic) else None
+
+    def _properties(self, props: Any, match: Match, expiration_ms: int | None, born: float) -> Any:
+        changes: dict[str, Any] = {}
+        if match.identifiers:
+            changes["subscription_identifiers"] = match.identifiers
+        if expiration_ms is not None:
+            left = expiration_ms / 1000 - (time.time() - born)
+            changes["message_expiry_interval"] = max(math.ceil(left), 1)
+        elif props.message_expiry_interval is not None:
+            changes["message_expiry_interval"] = None  # dead-lettered: no expiry any more
+        return attrs.evolve(props, **changes) if changes else props
+
+    def _packet_id(self, state: SessionState, preferred: int | None) -> int:
+        inflight = self.inflight
+        pubcomp = state.awaiting_pubcomp
+        if preferred is not None and preferred not in inflight and preferred not in pubcomp:
+            return preferred
+        reserved = set(state.pending_ids.values()) if state.pending_ids else ()
+        for _ in range(65535):
+            packet_id = self._next_id
+            self._next_id = packet_id % 65535 + 1
+            if packet_id not in inflight and packet_id not in pubcomp and packet_id not in reserved:
+                return packet_id
+        raise KernelError("no free MQTT packet identifier")  # the window is far smaller
+
+    def _settle(self, entry: QueueEntry) -> None:
+        try:
+            entry.queue.ack(entry)
+        except KernelError as exc:  # e.g. requeued by a consumer change meanwhile
+            log.debug("ack of %r ignored: %s", entry, exc)

@@ -1,0 +1,204 @@
+"""The Trio adapter: MQTT over TCP and over WebSocket, feeding `Session`; no protocol decisions.
+
+Per connection, one nursery: a reader (bytes or WebSocket messages into `Session.receive`,
+paused while a resource alarm blocks a publisher), a writer (everything the session produced,
+in one write), and a timer task (handshake and keep alive deadlines). The writer finishing —
+the session is done and its last bytes are out — ends the connection. TCP connections are
+isolated by `herald.core.listeners.serve_tcp`; WebSocket handlers catch their own failures,
+so one broken client never takes a listener down.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+import trio
+from trio_websocket import ConnectionClosed, Endpoint, WebSocketRequest, serve_websocket
+
+from herald.core.listeners import peer_name, serve_tcp
+from herald.core.plugin_types import Listener
+from herald.plugins.mqtt.config import MQTTConfig
+from herald.plugins.mqtt.context import MQTTContext
+from herald.plugins.mqtt.session import Session
+
+if TYPE_CHECKING:
+    from herald.core.broker import Broker
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = "mqtt"
+SUBPROTOCOLS = ("mqtt", "mqttv3.1")
+_READ_SIZE = 65536
+
+
+class Transport(Protocol):
+    async def receive(self) -> bytes:
+        """The next bytes from the client; b"" once it is gone."""
+
+    async def send(self, data: bytes) -> None: ...
+
+
+class StreamTransport:
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+
+    async def receive(self) -> bytes:
+        return await self.stream.receive_some(_READ_SIZE)
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+
+class WebSocketTransport:
+    """MQTT over WebSocket: binary messages, each holding any part of the byte stream."""
+
+    def __init__(self, websocket: object) -> None:
+        self.websocket = websocket
+
+    async def receive(self) -> bytes:
+        try:
+            message = await self.websocket.get_message()  # type: ignore[attr-defined]
+        except ConnectionClosed:
+            return b""
+        if isinstance(message, str):
+            log.info("MQTT over WebSocket: a text frame; closing")
+            return b""
+        return message
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.websocket.send_message(data)  # type: ignore[attr-defined]
+        except ConnectionClosed as exc:
+            raise trio.BrokenResourceError("WebSocket closed") from exc
+
+
+async def serve(
+    broker: Broker,
+    config: MQTTConfig | None,
+    *,
+    task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """The `ProtocolSpec.serve` of MQTT: TCP and (if enabled) WebSocket listeners."""
+    config = config if config is not None else MQTTConfig()
+    context = MQTTContext(broker, config)
+    context.start()
+
+    async def handle_stream(stream: trio.abc.Stream) -> None:
+        await run_connection(context, StreamTransport(stream), peer_name(stream), _host(stream))
+
+    async def handle_websocket(request: WebSocketRequest) -> None:
+        await _websocket(context, request)
+
+    async with trio.open_nursery() as nursery:
+        listeners: list[Listener] = await nursery.start(
+            partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
+        )
+        if config.ws_enabled:
+            server = await nursery.start(
+                partial(
+                    serve_websocket,
+                    handle_websocket,
+                    config.ws_host or None,
+                    config.ws_port,
+                    None,
+                    max_message_size=2 * config.max_packet_size,
+                    connect_timeout=config.handshake_timeout,
+                )
+            )
+            for endpoint in server.listeners:
+                if isinstance(endpoint, Endpoint):
+                    listeners.append(Listener(PROTOCOL, "ws", str(endpoint.address), endpoint.port))
+        task_status.started(listeners)
+
+
+async def run_connection(
+    context: MQTTContext, transport: Transport, peer: str, peer_host: str | None
+) -> None:
+    """Serve one client until either side ends the connection."""
+    broker = context.broker
+    connection = broker.connections.open(PROTOCOL, peer)
+    session = Session(context, connection, peer_host)
+    connection.closer = session.close_from_broker
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_read, session, transport)
+            nursery.start_soon(_run_timers, session)
+            await _write(session, transport)
+            nursery.cancel_scope.cancel()
+    finally:
+        session.teardown()
+        broker.connections.close(connection, session.close_reason)
+
+
+async def _read(session: Session, transport: Transport) -> None:
+    alarms = session.broker.alarms
+    try:
+        while not session.done:
+            if session.reading_paused:
+                await alarms.wait_publish_allowed()
+                continue
+            data = await transport.receive()
+            if not data:
+                session.connection_lost("client closed the connection")
+                return
+            await session.receive(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+        session.connection_lost(f"connection lost: {exc or type(exc).__name__}")
+
+
+async def _write(session: Session, transport: Transport) -> None:
+    while True:
+        data = session.data_to_send()
+        if data:
+            try:
+                await transport.send(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                session.connection_lost("connection lost while writing")
+                return
+            session.written()
+            continue
+        if session.done:
+            return
+        await session.wait_output()
+
+
+async def _run_timers(session: Session) -> None:
+    while not session.done:
+        with trio.move_on_at(session.deadline()):
+            await session.wait_deadline_moved()
+            continue
+        session.check_timers(trio.current_time())
+
+
+async def _websocket(context: MQTTContext, request: WebSocketRequest) -> None:
+    path = request.path.partition("?")[0]
+    if path != context.config.ws_path:
+        await request.reject(404, body=b"not an MQTT endpoint\n")
+        return
+    offered = request.proposed_subprotocols
+    subprotocol = next((p for p in SUBPROTOCOLS if p in offered), None)
+    websocket = await request.accept(subprotocol=subprotocol)
+    remote = websocket.remote
+    if isinstance(remote, Endpoint):
+        host = str(remote.address)
+        peer = f"[{host}]:{remote.port}" if ":" in host else f"{host}:{remote.port}"
+    else:
+        host, peer = None, str(remote)
+    try:
+        await run_connection(context, WebSocketTransport(websocket), peer, host)
+    except Exception:
+        log.exception("mqtt WebSocket connection handler failed; closing that connection")
+    finally:
+        with trio.move_on_after(1):
+            await websocket.aclose()
+
+
+def _host(stream: trio.abc.Stream) -> str | None:
+    inner = getattr(stream, "transport_stream", stream)
+    sock = getattr(inner, "socket", None)
+    try:
+        return sock.getpeername()[0] if sock is not None else None
+    except OSError:
+        return None

@@ -1,0 +1,445 @@
+"""One MQTT connection's protocol state machine, over the sans-IO codec.
+
+The session decides everything the protocol leaves to the server: CONNECT (authentication,
+client id, clean start and session expiry, takeover of a client id already connected), the
+keep alive and handshake deadlines, DISCONNECT and wills, and what to do when the client
+breaks the protocol. Publishing is `inbound.py`, delivering `outbound.py`, subscribing
+`subscriber.py`. It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`),
+writes what it produced (`data_to_send`, signalled by `wait_output`), and calls
+`check_timers` at `deadline()`.
+
+A codec `RemoteProtocolError` ends only this connection: the codec's `error_reply()` (a
+refusing CONNACK, or an MQTT 5 DISCONNECT with the reason code) is written, then the socket
+is closed, and the will is published as for any connection that ends without DISCONNECT.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from herald.core.auth import PermissionKind
+from herald.core.errors import AccessRefused, KernelError, LocalProtocolError, RemoteProtocolError
+from herald.plugins.mqtt.codec import (
+    NEED_DATA,
+    NO_PROPERTIES,
+    Auth,
+    ConnAck,
+    Connect,
+    ConnectionState,
+    Disconnect,
+    MQTTConnection,
+    Packet,
+    PingReq,
+    Properties,
+    PubAck,
+    PubComp,
+    Publish,
+    PubRec,
+    PubRel,
+    ReasonCode,
+    SubAck,
+    Subscribe,
+    UnsubAck,
+    Unsubscribe,
+)
+from herald.plugins.mqtt.codec.reasons import CONNACK_V3_RETURN_CODE
+from herald.plugins.mqtt.config import SESSION_NEVER_EXPIRES
+from herald.plugins.mqtt.inbound import Inbound
+from herald.plugins.mqtt.outbound import Outbound
+from herald.plugins.mqtt.subscriber import Subscriber
+
+if TYPE_CHECKING:
+    from herald.core.auth import User
+    from herald.core.connections import Connection
+    from herald.plugins.mqtt.codec import Will
+    from herald.plugins.mqtt.context import MQTTContext
+    from herald.plugins.mqtt.registry import SessionState
+
+log = logging.getLogger(__name__)
+
+_PUBLISH_OVERHEAD = 16  # fixed header, packet id, property lengths of one PUBLISH, roughly
+
+
+class Session:
+    """The MQTT side of one client connection."""
+
+    def __init__(self, context: MQTTContext, connection: Connection, peer_host: str | None) -> None:
+        self.context = context
+        self.config = context.config
+        self.broker = context.broker
+        self.connection = connection  # also the owner of the session's exclusive queue
+        self.peer_host = peer_host
+        self.codec = MQTTConnection(max_packet_size=self.config.max_packet_size)
+        self.version = 4
+        self.user: User | None = None
+        self.state: SessionState | None = None
+        self.will: Will | None = None
+        self.keepalive = 0
+        self.problem_information = True
+        self.inbound = Inbound(self)
+        self.outbound = Outbound(self)
+        self.subscriber: Subscriber | None = None
+        self.published = False  # only publishers are paused by resource alarms
+        self.transport_full = False
+        self.done = False  # nothing more to read; the adapter flushes and closes
+        self.close_reason = "client closed the connection"
+        self.opened_at = self.last_received = trio.current_time()
+        self._present = False  # CONNACK's "session present"
+        self._will_discarded = False
+        self._torn_down = False
+        self._authz: set[tuple[str, str, str]] = set()
+        self._queued = self._in_flight = 0
+        self._output = trio.Event()
+        self._deadline_moved = trio.Event()
+
+    # -- for the adapter ---------------------------------------------------------------------
+    async def receive(self, data: bytes) -> None:
+        """Handle bytes from the client: every whole packet they complete."""
+        self.last_received = trio.current_time()
+        codec = self.codec
+        codec.receive_data(data)
+        try:
+            while not self.done:
+                packet = codec.next_event()
+                if packet is NEED_DATA:
+                    break
+                await self._handle(packet)  # type: ignore[arg-type]
+        except RemoteProtocolError as exc:
+            self._codec_failed(exc)
+        await self.inbound.flush()
+        self._wake()
+
+    def data_to_send(self) -> bytes:
+        data = self.codec.data_to_send()
+        self._in_flight = len(data)
+        self._queued = 0
+        return data
+
+    def written(self) -> None:
+        """The adapter wrote the last `data_to_send`: resume deliveries if the backlog drained."""
+        self._in_flight = 0
+        if self.transport_full and self._queued < self.config.write_buffer // 2:
+            self._set_transport_full(False)
+
+    async def wait_output(self) -> None:
+        """Return once there is something to write, or the session is done."""
+        await self._output.wait()
+        self._output = trio.Event()
+
+    @property
+    def reading_paused(self) -> bool:
+        """Whether the adapter should stop reading: a publisher while a resource alarm is on."""
+        return self.published and self.broker.alarms.blocked and not self.done
+
+    def deadline(self) -> float:
+        """When `check_timers` must run next (Trio clock)."""
+        if self.done:
+            return math.inf
+        if self.state is None:
+            return self.opened_at + self.config.handshake_timeout
+        if self.keepalive:
+            return self.last_received + 1.5 * self.keepalive
+        return math.inf
+
+    async def wait_deadline_moved(self) -> None:
+        """Return once `deadline()` changed other than by time passing (CONNECT accepted)."""
+        await self._deadline_moved.wait()
+        self._deadline_moved = trio.Event()
+
+    def check_timers(self, now: float) -> None:
+        if self.reading_paused:
+            self.last_received = now  # not reading: the client's packets wait in the socket
+            return
+        if now < self.deadline():
+            return
+        if self.state is None:
+            self.finish(f"no CONNECT within {self.config.handshake_timeout}s")
+        else:
+            self.fail(
+                ReasonCode.KEEP_ALIVE_TIMEOUT,
+                f"nothing received for {1.5 * self.keepalive:g}s (keep alive {self.keepalive}s)",
+            )
+
+    def close_from_broker(self, reason: str) -> None:
+        """The broker's closer (shutdown, management): MQTT 5 clients are told why."""
+        code = (
+            ReasonCode.SERVER_SHUTTING_DOWN
+            if "shutting down" in reason
+            else ReasonCode.ADMINISTRATIVE_ACTION
+        )
+        self.fail(code, reason)
+
+    def connection_lost(self, reason: str) -> None:
+        """The transport ended (EOF, reset) without DISCONNECT."""
+        self.finish(reason)
+
+    def finish(self, reason: str) -> None:
+        if not self.done:
+            self.done = True
+            self.close_reason = reason
+        self.teardown()
+        self._wake()
+
+    def teardown(self) -> None:
+        """The connection ended: requeue what was in flight, keep or end the session, and
+        publish the will unless DISCONNECT discarded it."""
+        if self._torn_down:
+            return
+        self._torn_down = True
+        state = self.state
+        if state is None:
+            return
+        self.outbound.release()
+        if self.subscriber is not None:
+            self.subscriber.detach()
+        if state.live is not self:
+            return
+        if self.will is not None and not self._will_discarded:
+            delay = 0
+            if self.version == 5:
+                delay = min(self.will.properties.will_delay_interval or 0, state.expiry)
+            self.context.schedule_will(state, self.will, delay)
+        self.context.sessions.closed(state)
+
+    # -- for inbound / outbound / subscriber -------------------------------------------------
+    @property
+    def can_send(self) -> bool:
+        return not self.done and self.codec.state is ConnectionState.CONNECTED
+
+    def send(self, packet: Packet, size: int = 0) -> None:
+        """Queue a packet; deliveries (`size` > 0) pause past the write buffer. Raises
+        LocalProtocolError only for a PUBLISH larger than the client's maximum packet size."""
+        if self.done:
+            return
+        try:
+            self.codec.send(packet)
+        except LocalProtocolError as exc:
+            if exc.code == ReasonCode.PACKET_TOO_LARGE:
+                raise
+            log.warning("MQTT: not sent to %s: %s", self.connection.peer, exc.text)
+            return
+        if size:
+            self._queued += size + _PUBLISH_OVERHEAD
+            if (
+                not self.transport_full
+                and self._queued + self._in_flight > self.config.write_buffer
+            ):
+                self._set_transport_full(True)
+        self._wake()
+
+    def authorize(self, permission: Any, kind: str, name: str) -> None:
+        """broker.authorize, remembered for the connection (AccessRefused if not allowed)."""
+        key = (str(permission), kind, name)
+        if key in self._authz:
+            return
+        assert self.user is not None
+        self.broker.authorize(self.user, self.context.vhost_name, permission, kind, name)
+        if len(self._authz) >= 256:
+            self._authz.clear()
+        self._authz.add(key)
+
+    def fail(self, code: int, text: str) -> None:
+        """End the connection for a reason of ours; MQTT 5 clients get DISCONNECT first."""
+        if self.done:
+            return
+        log.info("MQTT connection from %s closed: %s", self.connection.peer, text)
+        if self.version == 5 and self.can_send:
+            props = Properties(reason_string=text[:200]) if text else NO_PROPERTIES
+            self.send(Disconnect(code, props))
+        self.finish(text)
+
+    # -- dispatch ----------------------------------------------------------------------------
+    async def _handle(self, packet: Packet) -> None:
+        kind = type(packet)
+        if kind is Publish:
+            self.inbound.publish(packet)  # type: ignore[arg-type]
+        elif kind is PubAck:
+            self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
+        elif kind is PubRec:
+            self.outbound.pubrec(packet.packet_id, packet.reason_code)  # type: ignore[attr-defined]
+        elif kind is PubRel:
+            self.inbound.pubrel(packet)  # type: ignore[arg-type]
+        elif kind is PubComp:
+            self.outbound.pubcomp(packet.packet_id)  # type: ignore[attr-defined]
+        elif kind is Subscribe:
+            self._subscribe(packet)  # type: ignore[arg-type]
+        elif kind is Unsubscribe:
+            self._unsubscribe(packet)  # type: ignore[arg-type]
+        elif kind is Connect:
+            await self._connect(packet)  # type: ignore[arg-type]
+        elif kind is Disconnect:
+            self._disconnect(packet)  # type: ignore[arg-type]
+        elif kind is Auth:
+            self.fail(ReasonCode.PROTOCOL_ERROR, "enhanced authentication is not supported")
+        elif kind is not PingReq:  # the codec answers PINGREQ itself
+            self.fail(ReasonCode.PROTOCOL_ERROR, f"unexpected {kind.__name__}")
+
+    def _subscribe(self, packet: Subscribe) -> None:
+        assert self.subscriber is not None
+        codes = self.subscriber.subscribe(packet)
+        self.send(SubAck(packet.packet_id, codes))
+        self.subscriber.send_retained()
+
+    def _unsubscribe(self, packet: Unsubscribe) -> None:
+        assert self.subscriber is not None
+        codes = self.subscriber.unsubscribe(packet)
+        self.send(UnsubAck(packet.packet_id, codes if self.version == 5 else ()))
+
+    def _disconnect(self, packet: Disconnect) -> None:
+        state = self.state
+        if self.version == 5:
+            expiry = packet.properties.session_expiry_interval
+            if expiry is not None and state is not None:
+                if state.expiry == 0 and expiry:
+                    log.info("MQTT client %r: session expiry 0 cannot grow", state.client_id)
+                else:
+                    state.expiry = min(expiry, self.config.session_expiry_max)
+            if packet.reason_code != ReasonCode.DISCONNECT_WITH_WILL_MESSAGE:
+                self._will_discarded = True
+        else:
+            self._will_discarded = True
+        self.finish("client disconnected")
+
+    def _codec_failed(self, exc: RemoteProtocolError) -> None:
+        log.info("MQTT protocol error from %s: %s", self.connection.peer, exc.text)
+        reply = self.codec.error_reply()
+        if reply is not None:
+            with contextlib.suppress(LocalProtocolError):  # nothing more can be said
+                self.codec.send(reply)
+        self.finish(exc.text)
+
+    # -- CONNECT -----------------------------------------------------------------------------
+    async def _connect(self, packet: Connect) -> None:
+        self.version = packet.protocol_level
+        props = packet.properties
+        self.problem_information = props.request_problem_information is not False
+        if props.authentication_method is not None:
+            self._refuse(
+                ReasonCode.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported"
+            )
+            return
+        user = await self._authenticate(packet)
+        if user is None or self.done:
+            return
+        context = self.context
+        try:
+            if context.vhost_name not in self.broker.vhosts:
+                raise AccessRefused(f"vhost '{context.vhost_name}' not found")
+            self.broker.users.check_vhost_access(user, context.vhost_name)
+            self.user = user
+            if packet.will is not None:
+                self.authorize(PermissionKind.WRITE, "exchange", self.config.exchange)
+        except KernelError as exc:
+            self._refuse(ReasonCode.NOT_AUTHORIZED, exc.reply_text)
+            return
+        if packet.will is not None and packet.will.retain and not context.retain_available:
+            self._refuse(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
+            return
+        client_id = packet.client_id
+        assigned = None
+        if not client_id:
+            client_id = "herald-" + secrets.token_hex(8)
+            assigned = client_id if self.version == 5 else None
+        if self.version == 5:
+            requested = props.session_expiry_interval or 0
+        else:
+            requested = 0 if packet.clean_start else SESSION_NEVER_EXPIRES
+        expiry = min(requested, self.config.session_expiry_max)
+        self._take_session(client_id, packet, expiry)
+        state = self.state
+        assert state is not None
+        keepalive, server_keepalive = packet.keepalive, None
+        if self.config.keepalive_max and keepalive > self.config.keepalive_max:
+            keepalive = self.config.keepalive_max
+            server_keepalive = keepalive if self.version == 5 else None
+        self.keepalive = keepalive
+        window = self.config.max_inflight
+        if self.version == 5 and props.receive_maximum:
+            window = min(window, props.receive_maximum)
+        self.subscriber = Subscriber(self, window)
+        self.will = packet.will
+        self.connection.user = user.name
+        self.connection.vhost = context.vhost_name
+        self.connection.client = client_id
+        ack_props = NO_PROPERTIES
+        if self.version == 5:
+            ack_props = Properties(
+                session_expiry_interval=expiry if expiry != requested else None,
+                receive_maximum=self.config.max_inflight,
+                maximum_packet_size=self.config.max_packet_size,
+                topic_alias_maximum=self.config.topic_alias_maximum or None,
+                retain_available=False if not context.retain_available else None,
+                assigned_client_identifier=assigned,
+                server_keep_alive=server_keepalive,
+            )
+        self.send(ConnAck(ReasonCode.SUCCESS, self._present, ack_props))
+        self._deadline_moved.set()
+        context.sessions.save(state)
+        self.outbound.resend_pubrels()
+        self.subscriber.attach()
+
+    def _take_session(self, client_id: str, packet: Connect, expiry: int) -> None:
+        """Take over a client id: close its connection if it has one, settle a pending will."""
+        sessions = self.context.sessions
+        state = sessions.get(client_id)
+        if state is not None and state.live is not None:
+            state.live.taken_over()
+        if state is not None and state.pending_will is not None:
+            if packet.clean_start:
+                self.context.fire_will(state)  # the old session ends now
+            else:
+                self.context.cancel_will(state)  # resumed before the will delay passed
+        self.state, self._present = sessions.open(
+            client_id, clean=packet.clean_start, expiry=expiry
+        )
+        self.state.live = self
+
+    def taken_over(self) -> None:
+        """Another connection CONNECTed with this client id."""
+        if self.version == 5 and self.can_send:
+            self.send(Disconnect(ReasonCode.SESSION_TAKEN_OVER))
+        self.finish("session taken over by a new connection with the same client id")
+
+    async def _authenticate(self, packet: Connect) -> User | None:
+        if packet.username is None:
+            if not self.config.allow_anonymous:
+                self._refuse(ReasonCode.NOT_AUTHORIZED, "a user name is required")
+                return None
+            user = self.broker.users.get_user(self.config.anonymous_user)
+            if user is None:
+                self._refuse(ReasonCode.NOT_AUTHORIZED, "anonymous access is not configured")
+            return user
+        try:
+            password = (packet.password or b"").decode()
+            return await self.broker.authenticate(packet.username, password, self.peer_host)
+        except (AccessRefused, UnicodeDecodeError):
+            self._refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD, "login refused")
+            return None
+
+    def _refuse(self, code: int, text: str) -> None:
+        """Answer CONNECT with a refusing CONNACK, then close."""
+        log.info("MQTT connection from %s refused: %s", self.connection.peer, text)
+        if self.version < 5 and code not in CONNACK_V3_RETURN_CODE:
+            code = ReasonCode.SERVER_UNAVAILABLE
+        props = Properties(reason_string=text) if self.version == 5 else NO_PROPERTIES
+        try:
+            self.codec.send(ConnAck(code, properties=props))
+        except LocalProtocolError as exc:
+            log.debug("refusing CONNACK not sent: %s", exc.text)
+        self.finish(text)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _wake(self) -> None:
+        if not self._output.is_set():
+            self._output.set()
+
+    def _set_transport_full(self, full: bool) -> None:
+        self.transport_full = full
+        if self.subscriber is not None:
+            self.subscriber.set_suspended(full)

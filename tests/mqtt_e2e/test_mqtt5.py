@@ -1,0 +1,225 @@
+"""MQTT 5 features: properties, expiry, no-local, subscription identifiers, limits, reasons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from herald.plugins.mqtt.codec import (
+    ConnAck,
+    Connect,
+    Disconnect,
+    Properties,
+    PubAck,
+    Publish,
+    ReasonCode,
+    SubAck,
+    Subscribe,
+    Subscription,
+    SubscriptionOptions,
+)
+from tests.mqtt_e2e.helpers import Paho, RawClient, connect_props5, mqtt_broker, props5
+
+LOGIN = {"username": "guest", "password": b"guest"}
+
+
+async def raw_v5(broker: object, client_id: str, **properties: object) -> RawClient:
+    client = await RawClient.open(broker, version=5)  # type: ignore[arg-type]
+    await client.send(Connect(client_id, 5, properties=Properties(**properties), **LOGIN))  # type: ignore[arg-type]
+    connack = await client.receive()
+    assert isinstance(connack, ConnAck) and connack.reason_code == 0
+    return client
+
+
+async def test_publish_properties_round_trip(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            client = Paho(broker, version=5)
+            await client.connect()
+            await client.subscribe("rpc/request", 1)
+            properties = props5(
+                ContentType="application/json",
+                ResponseTopic="rpc/reply/42",
+                CorrelationData=b"\x00\x01corr",
+                PayloadFormatIndicator=1,
+                UserProperty=[("trace", "a"), ("trace", "b"), ("tenant", "t1")],
+            )
+            await client.publish("rpc/request", b'{"op": 1}', 1, properties=properties)
+            received = (await client.message()).properties
+            assert received.ContentType == "application/json"
+            assert received.ResponseTopic == "rpc/reply/42"
+            assert received.CorrelationData == b"\x00\x01corr"
+            assert received.PayloadFormatIndicator == 1
+            assert received.UserProperty == [("trace", "a"), ("trace", "b"), ("tenant", "t1")]
+
+
+async def test_message_expiry(tmp_path: Path) -> None:
+    """An expired message is never delivered; a live one carries the time it has left."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            session = connect_props5(SessionExpiryInterval=600)
+            away = Paho(broker, version=5, client_id="away")
+            await away.connect(clean_start=False, properties=session)
+            await away.subscribe("exp/t", 1)
+            await away.disconnect()
+            publisher = Paho(broker, version=5)
+            await publisher.connect()
+            await publisher.publish(
+                "exp/t", b"short", 1, properties=props5(MessageExpiryInterval=1)
+            )
+            await publisher.publish(
+                "exp/t", b"long", 1, properties=props5(MessageExpiryInterval=60)
+            )
+            await trio.sleep(1.5)  # past the first message's expiry
+            away = Paho(broker, version=5, client_id="away")
+            assert (await away.connect(clean_start=False, properties=session)).session_present
+            message = await away.message()
+            assert message.payload == b"long"
+            assert 1 <= message.properties.MessageExpiryInterval <= 59
+
+
+async def test_no_local(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            client = Paho(broker, version=5, client_id="chatty")
+            await client.connect()
+            await client.subscribe("room/1", 1, noLocal=True)
+            await client.publish("room/1", b"my own words", 1)
+            other = Paho(broker, version=5)
+            await other.connect()
+            await other.publish("room/1", b"end", 1)
+            assert [m.payload for m in await client.messages_until(b"end")] == [b"end"]
+
+
+async def test_subscription_identifiers(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            client = Paho(broker, version=5)
+            await client.connect()
+            from paho.mqtt.packettypes import PacketTypes
+            from paho.mqtt.properties import Properties as PahoProperties
+
+            for topic, identifier in (("si/+", 5), ("si/#", 9)):
+                properties = PahoProperties(PacketTypes.SUBSCRIBE)
+                properties.SubscriptionIdentifier = identifier
+                await client.subscribe(topic, 1, properties=properties)
+            await client.publish("si/x", b"both", 1)
+            await client.publish("si/x/y", b"one", 1)
+            first, second = await client.message(), await client.message()
+            assert first.properties.SubscriptionIdentifier == [5, 9]
+            assert second.properties.SubscriptionIdentifier == [9]
+
+
+async def test_unauthorized_publish_and_subscribe_get_reason_codes(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            broker.users.add_user("reader", "secret")
+            # may declare and bind its own queues, read everything, write no exchange
+            broker.users.set_permissions("reader", "/", "^mqtt-", "^mqtt-", ".*")
+            client = Paho(broker, version=5, username="reader", password="secret")
+            assert (await client.connect()).reason_code == 0
+            (granted,) = await client.subscribe("ro/t", 1)
+            assert granted.value == 1
+            rc = await client.publish("ro/t", b"nope", 1)
+            assert rc.value == 0x87  # not authorized
+            broker.users.add_user("nobody", "secret")
+            broker.users.set_permissions("nobody", "/", "", "", "")
+            denied = Paho(broker, version=5, username="nobody", password="secret")
+            assert (await denied.connect()).reason_code == 0
+            (code,) = await denied.subscribe("ro/t", 1)
+            assert code.value == 0x87
+
+
+async def test_unauthorized_publish_closes_a_3_1_1_connection(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            broker.users.add_user("reader", "secret")
+            broker.users.set_permissions("reader", "/", "^mqtt-", "^mqtt-", ".*")
+            client = Paho(broker, version=4, username="reader", password="secret")
+            await client.connect()
+            client.client.publish("ro/t", b"nope", 1)
+            await client.wait_gone()
+
+
+async def test_assigned_client_identifier_and_connack_properties(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            client = Paho(broker, version=5, client_id="")
+            connected = await client.connect()
+            properties = connected.properties
+            assert properties.AssignedClientIdentifier.startswith("herald-")
+            assert properties.ReceiveMaximum == 64
+            assert properties.MaximumPacketSize == 16 * 1024 * 1024
+            assert properties.TopicAliasMaximum == 16
+
+
+async def test_inbound_topic_alias(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            subscriber = Paho(broker, version=5)
+            await subscriber.connect()
+            await subscriber.subscribe("alias/#", 0)
+            raw = await raw_v5(broker, "aliaser")
+            await raw.send(Publish("alias/long/topic", b"1", properties=Properties(topic_alias=3)))
+            await raw.send(Publish("", b"2", properties=Properties(topic_alias=3)))
+            first, second = await subscriber.message(), await subscriber.message()
+            assert [(m.topic, m.payload) for m in (first, second)] == [
+                ("alias/long/topic", b"1"),
+                ("alias/long/topic", b"2"),
+            ]
+            await raw.aclose()
+
+
+async def test_packet_too_large_is_refused_with_disconnect(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path, settings=["mqtt.max_packet_size=1024"]) as broker:
+            raw = await raw_v5(broker, "too-big")
+            await raw.send(Publish("big/t", b"x" * 2000))
+            packets = await raw.until_closed()
+            assert [type(p) for p in packets] == [Disconnect]
+            assert packets[0].reason_code == ReasonCode.PACKET_TOO_LARGE  # type: ignore[attr-defined]
+
+
+async def test_client_maximum_packet_size_drops_larger_messages(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            raw = await raw_v5(broker, "small-reader", maximum_packet_size=200)
+            await raw.send(Subscribe(1, [Subscription("size/t", SubscriptionOptions(1))]))
+            assert await raw.receive() == SubAck(1, [1])
+            publisher = Paho(broker, version=5)
+            await publisher.connect()
+            await publisher.publish("size/t", b"x" * 500, 1)  # too large for the client
+            await publisher.publish("size/t", b"fits", 1)
+            packet = await raw.receive()
+            assert isinstance(packet, Publish) and packet.payload == b"fits"
+            await raw.send(PubAck(packet.packet_id))  # type: ignore[arg-type]
+            await raw.ping()
+            queue = broker.default_vhost.queues["mqtt-subscription-small-reader"]
+            assert queue.statistics().messages_unacknowledged == 0  # the large one was dropped
+            await raw.aclose()
+
+
+async def test_client_receive_maximum_limits_messages_in_flight(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            raw = await raw_v5(broker, "slow-reader", receive_maximum=2)
+            await raw.send(Subscribe(1, [Subscription("rm/t", SubscriptionOptions(1))]))
+            assert await raw.receive() == SubAck(1, [1])
+            publisher = Paho(broker, version=5)
+            await publisher.connect()
+            for n in range(5):
+                await publisher.publish("rm/t", f"m{n}".encode(), 1)
+            queue = broker.default_vhost.queues["mqtt-subscription-slow-reader"]
+            stats = queue.statistics()
+            assert (stats.messages_unacknowledged, stats.messages_ready) == (2, 3)
+            first = await raw.receive()
+            assert isinstance(first, Publish) and first.payload == b"m0"
+            await raw.send(PubAck(first.packet_id))  # type: ignore[arg-type]
+            payloads = []
+            for _ in range(2):
+                packet = await raw.receive()
+                assert isinstance(packet, Publish)
+                payloads.append(packet.payload)
+            assert payloads == [b"m1", b"m2"]
+            await raw.aclose()
