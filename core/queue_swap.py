@@ -39,6 +39,8 @@ class QueueSwap:
         buffer (or already swapped): from then on only the store keeps it."""
         queue = self._queue
         ready = queue.ready
+        if not ready.swapped_count and ready.loaded_bytes <= self._tail_buffer:
+            return False  # no backlog to join: the common case, decided without moving it
         if not ready.pop_tail(entry):
             return False
         tail = ready.tail_range()
