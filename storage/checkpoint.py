@@ -5,7 +5,8 @@
 - `abort`: created when a store opens and removed after a clean close; finding it at open means
   the last run did not close cleanly, so recovery must scan the log after the checkpoint.
 - `checkpoint`: the state of everything derived from the commit log (consume-queue lengths,
-  ack state, delivery counts, metadata, index position) as of one commit-log offset, every
+  ack state, delivery counts, next offsets, live totals and reference counts, metadata, index
+  position) as of one commit-log offset, every
   byte of the log below which is durable. Written atomically (temp file, fsync, rename, fsync
   of the directory) with a CRC line; the previous one is kept as `checkpoint.prev`, and nothing
   it refers to is deleted, so a damaged checkpoint falls back to the one before.
@@ -31,7 +32,9 @@ from herald.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1
+FORMAT = 2
+"""2: 32-byte consume-queue entries, offsets that only grow, totals saved. Format 1 data dirs
+(before the first release) are refused with `ConfigError`: their consume queues cannot be read."""
 CHECKPOINT = "checkpoint"
 PREVIOUS = "checkpoint.prev"
 ABORT = "abort"
@@ -91,6 +94,14 @@ def clear_abort_marker(directory: Path) -> None:
     sync_directory(directory)
 
 
+class UnsupportedFormat(ValueError):
+    """A checkpoint written by a herald whose data dir layout this one cannot read."""
+
+
+def _int_map(data: Mapping[str, Any]) -> dict[int, int]:
+    return {int(k): int(v) for k, v in data.items()}
+
+
 @attrs.frozen
 class QueueCheckpoint:
     """One durable queue as of a checkpoint."""
@@ -100,6 +111,7 @@ class QueueCheckpoint:
     low: int  # every entry below is acked
     acked: tuple[int, ...]  # acked entries at or above `low`
     counts: Mapping[int, int]  # queue offset -> delivery count
+    next_offset: int  # one past the highest queue offset ever appended
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +120,7 @@ class QueueCheckpoint:
             "low": self.low,
             "acked": list(self.acked),
             "counts": {str(k): v for k, v in self.counts.items()},
+            "next": self.next_offset,
         }
 
     @classmethod
@@ -117,7 +130,35 @@ class QueueCheckpoint:
             length=int(data["length"]),
             low=int(data["low"]),
             acked=tuple(int(i) for i in data["acked"]),
-            counts={int(k): int(v) for k, v in data["counts"].items()},
+            counts=_int_map(data["counts"]),
+            next_offset=int(data["next"]),
+        )
+
+
+@attrs.frozen
+class Totals:
+    """The ledger's running counts, so that opening a store need not recount them."""
+
+    messages: int  # live messages
+    bytes: int  # their stored bytes
+    segments: Mapping[int, int]  # segment start -> live messages in it
+    refs: Mapping[int, int]  # fan-out message offset -> live targets
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "messages": self.messages,
+            "bytes": self.bytes,
+            "segments": {str(k): v for k, v in self.segments.items()},
+            "refs": {str(k): v for k, v in self.refs.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Totals:
+        return cls(
+            messages=int(data["messages"]),
+            bytes=int(data["bytes"]),
+            segments=_int_map(data["segments"]),
+            refs=_int_map(data["refs"]),
         )
 
 
@@ -129,6 +170,7 @@ class Checkpoint:
     log_end: int  # the log is durable below this; state below reflects records before it
     store_ms: int  # last store time in the log, so store times stay monotonic
     queues: Mapping[int, QueueCheckpoint]
+    totals: Totals
     metadata: Mapping[str, Mapping[str, str]]  # kind -> key -> JSON text
     index_file: int | None  # the active index file and its entry count
     index_count: int
@@ -141,6 +183,7 @@ class Checkpoint:
                 "log_end": self.log_end,
                 "store_ms": self.store_ms,
                 "queues": {str(q): c.to_json() for q, c in self.queues.items()},
+                "totals": self.totals.to_json(),
                 "metadata": self.metadata,
                 "index_file": self.index_file,
                 "index_count": self.index_count,
@@ -157,6 +200,8 @@ class Checkpoint:
             if int(crc, 16) != zlib.crc32(body):
                 raise ValueError("CRC mismatch")
             raw = json.loads(body)
+            if isinstance(raw.get("format"), int) and raw["format"] < FORMAT:
+                raise UnsupportedFormat(f"checkpoint format {raw['format']}")
             if raw.get("format") != FORMAT:
                 raise ValueError(f"unknown checkpoint format {raw.get('format')!r}")
             return cls(
@@ -164,6 +209,7 @@ class Checkpoint:
                 log_end=int(raw["log_end"]),
                 store_ms=int(raw["store_ms"]),
                 queues={int(q): QueueCheckpoint.from_json(c) for q, c in raw["queues"].items()},
+                totals=Totals.from_json(raw["totals"]),
                 metadata={
                     str(kind): {str(k): str(v) for k, v in records.items()}
                     for kind, records in raw["metadata"].items()
@@ -171,6 +217,8 @@ class Checkpoint:
                 index_file=None if raw["index_file"] is None else int(raw["index_file"]),
                 index_count=int(raw["index_count"]),
             )
+        except UnsupportedFormat:
+            raise
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"damaged checkpoint: {exc!r}") from None
 
@@ -201,7 +249,12 @@ class Checkpoints:
 def read_checkpoints(directory: Path) -> Checkpoints:
     """The newest readable checkpoint and the one before it, either None when absent or
     damaged. Falling back to `checkpoint.prev` means the newest state is not on record: the
-    caller must replay the log after it, as after a crash."""
+    caller must replay the log after it, as after a crash.
+
+    A checkpoint of an older format raises ConfigError: the data dir was written by a
+    pre-release herald (consume queues of 20-byte entries, offsets that could repeat), which
+    this version does not convert.
+    """
     found: list[Checkpoint] = []
     current_ok = False
     for name in (CHECKPOINT, PREVIOUS):
@@ -211,6 +264,13 @@ def read_checkpoints(directory: Path) -> Checkpoints:
         try:
             found.append(Checkpoint.from_bytes(path.read_bytes()))
             current_ok = current_ok or name == CHECKPOINT
+        except UnsupportedFormat as exc:
+            raise ConfigError(
+                f"broker.data_dir: the store in {directory} was written by a pre-release herald "
+                f"({path.name}: {exc}; this version reads format {FORMAT}) and cannot be "
+                "opened: drain its queues with the herald that wrote it, or move the data dir "
+                "away to start empty"
+            ) from None
         except (OSError, ValueError) as exc:
             log.error("ignoring %s: %s", path, exc)
     found.sort(key=lambda c: c.log_end, reverse=True)

@@ -16,9 +16,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +43,19 @@ from herald.storage.checkpoint import (
     write_checkpoint,
 )
 from herald.storage.commitlog_config import CommitLogConfig
+from herald.storage.disk_monitor import disk_free_bytes, run_disk_monitor
 from herald.storage.dispatch import StoreState
 from herald.storage.flush import GroupCommit
 from herald.storage.housekeeping import Housekeeper
-from herald.storage.mapped_file import MappedFile, MappedFileQueue, Writer, file_name, mmap_write
+from herald.storage.mapped_file import (
+    MappedFile,
+    MappedFileQueue,
+    Writer,
+    file_name,
+    write_record,
+)
 from herald.storage.metadata import MetadataTable
+from herald.storage.reader import QueueReader
 from herald.storage.recovery import RecoveryReport, recover
 
 if TYPE_CHECKING:
@@ -80,17 +87,19 @@ class CommitLogStore:
         self.root = Path(root)
         self.config = config or CommitLogConfig()
         self.log = MappedFileQueue(self.root / "commitlog", self.config.segment_size)
-        self.state = StoreState(self.root, self.config, self._raw_length)
+        self.state = StoreState(self.root, self.config)
         self._lock = DataDirLock(self.root)
         self._codecs: CodecRegistry | None = None
         self._group: GroupCommit | None = None
         self.last_ms = 0
         self._keeper = Housekeeper(self)
-        self._recovered: dict[int, Message] = {}
         self.disk_alarm = False
         self.recovery: RecoveryReport | None = None
-        # Fault-injection seam: how record bytes reach a segment (tests replace it).
-        self._write: Writer = mmap_write
+        self.reader = QueueReader(self.log, self.state)
+        # Fault-injection seams: how record bytes reach a segment, and how free disk space is
+        # read (tests replace them).
+        self._write: Writer = write_record
+        self.free_space: Callable[[Path], int] = disk_free_bytes
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self, codecs: CodecRegistry) -> None:
@@ -164,23 +173,30 @@ class CommitLogStore:
     def _put(self, pending: rec.Pending) -> int:
         """Write one record at the log's end; returns its position. Nothing is changed if it
         fails (ResourceError)."""
-        group = self.require_open()
-        group.check()
-        try:
-            position = self.log.place(pending.space, self._write, self.create_segment)
-        except ValueError as exc:
-            raise ResourceError(f"message too large for the store: {exc}") from None
-        except OSError as exc:
-            raise self.disk_error(exc) from None
-        file = self.log.files[self.log.segment_start(position)]
+        group = self._group
+        if group is None or group.error is not None:
+            self.require_open().check()
+        log_files = self.log
+        space = pending.space
+        position = log_files.write_offset
+        file = log_files.files.get(position - position % log_files.size)
+        if file is None or position - file.start + space > file.size:  # roll to a new segment
+            try:
+                position = log_files.place(space, self._write, self.create_segment)
+            except ValueError as exc:
+                raise ResourceError(f"message too large for the store: {exc}") from None
+            except OSError as exc:
+                raise self.disk_error(exc) from None
+            file = log_files.files[log_files.segment_start(position)]
         at = position - file.start
         try:
-            self._write(file, at, [pending.head(position), pending.body])
+            self._write(file, at, (pending.head(position), pending.body))
         except OSError as exc:
             with contextlib.suppress(OSError, ValueError):  # leave no partial record behind
-                file.map[at : at + pending.space] = bytes(pending.space)
+                file.map[at : at + space] = bytes(space)
             raise self.disk_error(exc) from None
-        self.log.advance(position, pending.space)
+        log_files.write_offset = position + space
+        file.wrote = at + space
         return position
 
     def disk_error(self, exc: OSError) -> ResourceError:
@@ -201,23 +217,10 @@ class CommitLogStore:
 
     def _check_free_space(self) -> None:
         minimum = self.config.min_free_bytes
-        if minimum:
-            stats = os.statvfs(self.root)
-            free = stats.f_bavail * stats.f_frsize
-            if free - self.config.segment_size < minimum:
-                self.disk_alarm = True
-                raise OSError(errno.ENOSPC, f"less than {minimum} bytes would stay free")
+        if minimum and self.free_space(self.root) - self.config.segment_size < minimum:
+            self.disk_alarm = True
+            raise OSError(errno.ENOSPC, f"less than {minimum} bytes would stay free")
         self.disk_alarm = False
-
-    def _raw_length(self, position: int) -> int:
-        data = self.log.read(position + rec.RAW_LENGTH_AT, 4)
-        return int.from_bytes(data, "big") if data else 0
-
-    def _next_ms(self) -> int:
-        """Wall-clock ms, never below the last record's (store times are monotonic)."""
-        stamp = max(int(time.time() * 1000), self.last_ms)
-        self.last_ms = stamp
-        return stamp
 
     # -- metadata --------------------------------------------------------------------------
     def load_metadata(self) -> Mapping[str, Mapping[str, MetadataValue]]:
@@ -235,23 +238,41 @@ class CommitLogStore:
         codecs = self._codecs
         if codecs is None:
             raise InternalError("the commit-log store is not open")
-        if self._recovered:
-            self._recovered.clear()  # recovery is over: stop sharing recovered messages
+        if self.reader.recovered:
+            self.reader.recovered.clear()  # recovery is over: stop sharing recovered messages
         if not targets:
             return self.log.write_offset
         raw = message.stored_bytes(codecs)
-        store_ms = self._next_ms()
+        store_ms = int(time.time() * 1000)  # never below the last record's: monotonic
+        if store_ms < self.last_ms:
+            store_ms = self.last_ms
+        self.last_ms = store_ms
         try:
             pending = rec.encode_message(message, raw, targets, store_ms)
         except ValueError as exc:
             raise InternalError(str(exc)) from None
-        pairs = [(t.queue_id, t.queue_offset) for t in targets]
+        if len(targets) == 1:
+            pairs: Sequence[tuple[int, int]] = ((targets[0].queue_id, targets[0].queue_offset),)
+        else:
+            pairs = [(t.queue_id, t.queue_offset) for t in targets]
+        state = self.state
+        refused = state.check_offsets(pairs)
+        if refused is not None:
+            raise InternalError(f"the store's queue offsets only grow: {refused}")
         try:
-            self.state.reserve(pairs, self.log.write_offset)
+            state.reserve(pairs, self.log.write_offset)
         except OSError as exc:
             raise self.disk_error(exc) from None
         position = self._put(pending)
-        self.state.on_message(position, pending.size, len(raw), pairs, message.message_id, store_ms)
+        state.on_message(
+            position,
+            pending.size,
+            len(raw),
+            message.body_size,
+            pairs,
+            message.message_id,
+            store_ms,
+        )
         return position + pending.space
 
     @property
@@ -276,12 +297,16 @@ class CommitLogStore:
             log.warning("%s kept in memory only: %s", what, exc.reply_text)
 
     def ack(self, queue_id: int, queue_offset: int) -> None:
-        if self.state.is_live(queue_id, queue_offset):
+        state = self.state.queues.get(queue_id)
+        if state is None:
+            return
+        index = state.find(queue_offset)
+        if index is not None:
             self._put_quietly(rec.encode_ack(queue_id, queue_offset), "ack")
-            self.state.on_ack(queue_id, queue_offset)
+            self.state.ledger.drop_index(state, index)
 
     def note_delivery(self, queue_id: int, queue_offset: int, delivery_count: int) -> None:
-        if self.state.is_live(queue_id, queue_offset):
+        if self.state.find_live(queue_id, queue_offset) is not None:
             pending = rec.encode_delivery(queue_id, queue_offset, delivery_count)
             self._put_quietly(pending, "delivery count")
             self.state.on_delivery(queue_id, queue_offset, delivery_count)
@@ -293,118 +318,35 @@ class CommitLogStore:
 
     def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
         """The queue's live entries, read back from the log; a corrupt one is logged and
-        dropped, never delivered."""
-        state = self.state.queues.get(queue_id)
-        if state is None:
-            return []
-        entries = []
-        for offset in sorted(state.live):
-            entry = state.cq.get(state.live[offset])
-            message = self._read_message(entry[0], entry[1]) if entry is not None else None
-            if message is None:
-                log.error("queue %d: dropping unreadable message at offset %d", queue_id, offset)
-                self.state.ledger.drop(state, offset)
-                continue
-            entries.append(StoredEntry(offset, message, state.counts.get(offset, 0)))
-        return entries
+        dropped, never delivered. Messages shared by several queues are decoded once."""
+        return self.reader.recover_queue(queue_id)
 
     def queue_next_offset(self, queue_id: int) -> int:
         state = self.state.queues.get(queue_id)
-        if state is None:
-            return 0
-        highest = max(state.live, default=-1)
-        if state.cq.length:
-            last = state.cq.get(state.cq.length - 1)
-            if last is not None:
-                highest = max(highest, last[2])
-        return highest + 1
+        return 0 if state is None else state.next_offset
 
     def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
-        """Ranges of live entries. Sizes come from each record's header."""
-        state = self.state.queues.get(queue_id)
-        if state is None:
-            return []
-        ranges: list[QueueRange] = []
-        offsets = sorted(state.live)
-        for start in range(0, len(offsets), range_size):
-            chunk = offsets[start : start + range_size]
-            size = 0
-            for offset in chunk:
-                entry = state.cq.get(state.live[offset])
-                record = self._read_record(entry[0], entry[1]) if entry is not None else None
-                size += record.body_size if record is not None else 0
-            ranges.append(QueueRange(chunk[0], chunk[-1], len(chunk), size))
-        return ranges
+        """Ranges of live entries, from the consume queue alone: no record is read."""
+        return self.reader.queue_ranges(queue_id, range_size)
 
     def read_queue(
         self, queue_id: int, first_offset: int, last_offset: int, limit: int
     ) -> list[StoredEntry]:
         """Live entries in [first_offset, last_offset], read back from the log (not cached:
         a swapped queue's messages are read once, when a consumer comes near them)."""
-        state = self.state.queues.get(queue_id)
-        if state is None or limit <= 0:
-            return []
-        wanted = sorted(o for o in state.live if first_offset <= o <= last_offset)[:limit]
-        entries = []
-        for offset in wanted:
-            entry = state.cq.get(state.live[offset])
-            record = self._read_record(entry[0], entry[1]) if entry is not None else None
-            message = record.to_message() if record is not None else None
-            if message is None:
-                log.error("queue %d: dropping unreadable message at offset %d", queue_id, offset)
-                self.state.ledger.drop(state, offset)
-                continue
-            entries.append(StoredEntry(offset, message, state.counts.get(offset, 0)))
-        return entries
-
-    def _read_record(self, position: int, size: int) -> rec.MessageRecord | None:
-        data = self.log.read(position, size)
-        if data is None:
-            return None
-        try:
-            record = rec.decode(data, position)
-        except rec.RecordError as exc:
-            segment = self.log.segment_start(position)
-            log.error("commit log segment %020d: record at %d: %s", segment, position, exc)
-            return None
-        return record if isinstance(record, rec.MessageRecord) else None
-
-    def _read_message(self, position: int, size: int) -> Message | None:
-        message = self._recovered.get(position)
-        if message is None:
-            record = self._read_record(position, size)
-            if record is None:
-                return None
-            try:
-                message = record.to_message()
-            except rec.RecordError as exc:
-                log.error("record at %d: %s", position, exc)
-                return None
-            self._recovered[position] = message
-        return message
+        return self.reader.read_queue(queue_id, first_offset, last_offset, limit)
 
     def find_by_key(
         self, key: str, begin_ms: int = 0, end_ms: int = 2**62, limit: int = 64
     ) -> list[Message]:
         """Messages still in the log whose message id is `key`, stored within
         [begin_ms, end_ms] (ms since the epoch), oldest first, at most `limit`."""
-        index = self.state.index
-        if index is None or limit <= 0:
-            return []
-        found = []
-        for position in sorted(set(index.query(key, begin_ms, end_ms, limit * 4 + 16))):
-            head = self.log.read(position, rec.PREFIX.size)
-            if head is None:
-                continue
-            record = self._read_record(position, rec.PREFIX.unpack(head)[0])
-            if record is None or record.message_id != key:
-                continue
-            if begin_ms <= record.store_ms <= end_ms:
-                try:
-                    found.append(record.to_message())
-                except rec.RecordError:
-                    continue
-        return found[:limit]
+        return self.reader.find_by_key(key, begin_ms, end_ms, limit)
+
+    @property
+    def record_reads(self) -> int:
+        """Message records read back from the log so far (recovery, swapping, find_by_key)."""
+        return self.reader.record_reads
 
     def statistics(self) -> StoreStatistics:
         ledger = self.state.ledger
@@ -482,7 +424,11 @@ async def _run_flusher(broker: Broker, *, task_status: trio.TaskStatus[None]) ->
 
 @hookimpl
 def herald_services(broker: Broker) -> list[Service]:
-    """The flusher / housekeeping task, when the broker's store is a commit-log store."""
+    """The flusher / housekeeping task and the disk monitor (the `disk` alarm), when the
+    broker's store is a commit-log store."""
     if isinstance(broker.store, CommitLogStore):
-        return [Service("commitlog-flusher", _run_flusher)]
+        return [
+            Service("commitlog-flusher", _run_flusher),
+            Service("commitlog-disk-monitor", run_disk_monitor),
+        ]
     return []

@@ -53,8 +53,13 @@ class CommitLogConfig:
     """Write a checkpoint after this much log growth, bounding crash-recovery replay."""
     min_free_bytes: int = attrs.field(default=0, validator=_at_least(0))
     """Refuse to create segments when the disk would have less than this free."""
+    disk_free_limit: int = attrs.field(default=50_000_000, validator=_at_least(0))
+    """Below this many free bytes on the store's disk the `disk` alarm blocks publishers
+    (RabbitMQ's disk_free_limit, same default); 0: only a refused write raises it."""
+    disk_check_interval_ms: int = attrs.field(default=1000, validator=_at_least(1))
+    """How often the free space is sampled."""
     cq_entries_per_file: int = attrs.field(default=300_000, validator=_at_least(16))
-    """Entries (20 bytes each) per consume-queue file."""
+    """Entries (32 bytes each) per consume-queue file."""
     index_slots: int = attrs.field(default=500_000, validator=_at_least(1))
     """Hash slots per index file."""
     index_entries: int = attrs.field(default=2_000_000, validator=_at_least(2))

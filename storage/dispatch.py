@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from herald.storage.checkpoint import Checkpoint, QueueCheckpoint
@@ -35,12 +35,10 @@ log = logging.getLogger(__name__)
 class StoreState:
     """Consume queues, ack state, metadata and index of one store."""
 
-    def __init__(
-        self, root: Path, config: CommitLogConfig, raw_length: Callable[[int], int]
-    ) -> None:
+    def __init__(self, root: Path, config: CommitLogConfig) -> None:
         self.cq_root = root / "consumequeue"
         self.config = config
-        self.ledger = Ledger(config.segment_size, raw_length)
+        self.ledger = Ledger(config.segment_size)
         self.metadata = MetadataTable()
         self.index: IndexService | None = None
         if config.index:
@@ -65,24 +63,84 @@ class StoreState:
     def reserve(self, targets: Iterable[tuple[int, int]], generation: int) -> None:
         """Make room in each target's consume queue before a message is written (may block
         briefly to create a file; raises OSError), so dispatching it cannot fail."""
+        queues = self.ledger.queues
         for queue_id, _ in targets:
-            self.queue_for(queue_id, generation).cq.reserve()
+            state = queues.get(queue_id)
+            if state is None:
+                state = self.queue_for(queue_id, generation)
+            cq = state.cq
+            if cq.length // cq.per_file not in cq.files:
+                cq.reserve()
+
+    def check_offsets(self, targets: Sequence[tuple[int, int]]) -> str | None:
+        """Why a message cannot go to `targets` (None if it can): each queue's offsets must
+        grow, so that its consume queue stays sorted by offset."""
+        queues = self.ledger.queues
+        if len(targets) == 1:
+            queue_id, offset = targets[0]
+            state = queues.get(queue_id)
+            if state is None or offset >= state.next_offset:
+                return None
+            return f"queue {queue_id}: offset {offset} is below the next offset {state.next_offset}"
+        following: dict[int, int] = {}
+        for queue_id, offset in targets:
+            need = following.get(queue_id)
+            if need is None:
+                state = queues.get(queue_id)
+                need = state.next_offset if state is not None else 0
+            if offset < need:
+                return f"queue {queue_id}: offset {offset} is below the next offset {need}"
+            following[queue_id] = offset + 1
+        return None
 
     def on_message(
         self,
         position: int,
         size: int,
         raw_length: int,
-        targets: Iterable[tuple[int, int]],
+        body_size: int,
+        targets: Sequence[tuple[int, int]],
         message_id: str | None,
         store_ms: int,
     ) -> None:
-        ledger = self.ledger
+        queues = self.ledger.queues
+        if len(targets) == 1:  # the common case, without the lists
+            queue_id, offset = targets[0]
+            state = queues.get(queue_id)
+            if state is not None and offset >= state.next_offset:
+                state.next_offset = offset + 1
+                cq = state.cq
+                if cq.length // cq.per_file not in cq.files:
+                    cq.reserve()
+                cq.put(position, size, raw_length, body_size, 1, offset)
+                self.ledger.add_message(position, raw_length, 1)
+                if message_id is not None and self.index is not None:
+                    self.index_put(message_id, position, store_ms)
+                return
+        accepted = []
         for queue_id, offset in targets:
-            state = self.queue_for(queue_id, position)
-            state.cq.reserve()
-            index = state.cq.put(position, size, offset)
-            ledger.add(state, offset, index, position, raw_length)
+            state = queues.get(queue_id)
+            if state is None:
+                state = self.queue_for(queue_id, position)
+            if offset < state.next_offset:  # only in a log no append would write
+                log.error(
+                    "queue %d: message at %d has offset %d below the next offset %d; "
+                    "its entry is skipped",
+                    queue_id,
+                    position,
+                    offset,
+                    state.next_offset,
+                )
+                continue
+            state.next_offset = offset + 1
+            accepted.append((state.cq, offset))
+        count = len(accepted)
+        for cq, offset in accepted:
+            if cq.length // cq.per_file not in cq.files:
+                cq.reserve()
+            cq.put(position, size, raw_length, body_size, count, offset)
+        if count:
+            self.ledger.add_message(position, raw_length, count)
         if message_id is not None and self.index is not None:
             self.index_put(message_id, position, store_ms)
 
@@ -100,21 +158,26 @@ class StoreState:
             return
         index.put(key, position, store_ms)
 
-    def is_live(self, queue_id: int, offset: int) -> bool:
+    def find_live(self, queue_id: int, offset: int) -> tuple[QueueState, int] | None:
+        """The queue and entry index of the live entry (queue_id, offset), if there is one."""
         state = self.ledger.queues.get(queue_id)
-        return state is not None and offset in state.live
+        if state is None:
+            return None
+        index = state.find(offset)
+        return None if index is None else (state, index)
 
     def on_ack(self, queue_id: int, offset: int) -> bool:
         state = self.ledger.queues.get(queue_id)
         return state is not None and self.ledger.drop(state, offset)
 
     def on_delivery(self, queue_id: int, offset: int, count: int) -> None:
-        state = self.ledger.queues.get(queue_id)
-        if state is not None and offset in state.live:
+        found = self.find_live(queue_id, offset)
+        if found is not None:
+            counts = found[0].counts
             if count:
-                state.counts[offset] = count
+                counts[offset] = count
             else:
-                state.counts.pop(offset, None)
+                counts.pop(offset, None)
 
     def on_delete_queue(self, queue_id: int) -> None:
         state = self.ledger.remove_queue(queue_id)
@@ -128,6 +191,7 @@ class StoreState:
                 record.position,
                 record.size,
                 len(record.raw),
+                record.body_size,
                 record.targets,
                 record.message_id,
                 record.store_ms,
@@ -156,9 +220,11 @@ class StoreState:
                     low=state.low,
                     acked=tuple(sorted(state.acked)),
                     counts=dict(state.counts),
+                    next_offset=state.next_offset,
                 )
                 for queue_id, state in self.ledger.queues.items()
             },
+            totals=self.ledger.totals(),
             metadata=self.metadata.snapshot(),
             index_file=index.number if index is not None else None,
             index_count=index.count if index is not None else 0,
@@ -182,11 +248,20 @@ class StoreState:
         per_file = self.config.cq_entries_per_file
         for queue_id, saved in queues.items():
             cq = ConsumeQueue.load(self.cq_root / saved.directory, per_file, saved.length)
-            state = QueueState(queue_id, cq, saved.low, set(saved.acked))
+            state = QueueState(
+                queue_id, cq, saved.low, set(saved.acked), dict(saved.counts), saved.next_offset
+            )
             self.ledger.queues[queue_id] = state
-            for _offset, _index, position in state.load_live():
-                self.ledger.ref(position)
-            state.counts = {o: n for o, n in saved.counts.items() if o in state.live}
+        self.ledger.load_totals(checkpoint.totals)
+
+    def release_pages(self) -> None:
+        """Unmap the consume-queue and index pages appends and lookups mapped in (they stay
+        in the page cache): the store's files do not count in the broker's RSS."""
+        for state in self.ledger.queues.values():
+            state.cq.trim()
+        if self.index is not None:
+            for index_file in self.index.files:
+                index_file.file.release()
 
     def close(self) -> None:
         for state in self.ledger.queues.values():

@@ -74,8 +74,11 @@ class GroupCommit:
                 await self.run_round()
 
     async def flush_now(self) -> None:
-        """Make everything appended so far durable, whatever the mode."""
-        while self._appended() > self.durable:
+        """Make everything appended so far durable, whatever the mode. Appends made while it
+        runs are not waited for: under a steady stream of records (a consumer acking) the
+        log's end moves on all the time, and waiting for it would never return."""
+        target = self._appended()
+        while target > self.durable:
             self.check()
             if self._running:
                 await self._done.wait()

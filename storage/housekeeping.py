@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from herald.storage.checkpoint import Checkpoint, write_checkpoint
-from herald.storage.mapped_file import MappedFile
+from herald.storage.mapped_file import PAGE, MappedFile
 
 if TYPE_CHECKING:
     from herald.storage.commitlog import CommitLogStore
@@ -61,6 +61,9 @@ class Housekeeper:
         def work() -> tuple[Any, Any, OSError | None]:
             for file in files:
                 file.flush()
+                # Durable now: let go of the pages written (not the one still being filled).
+                end = min(target, file.end) - file.start
+                file.release(max(start - file.start, 0), end - end % PAGE)
             prepared = prepared_index = None
             try:
                 if segment is not None:
@@ -142,6 +145,7 @@ class Housekeeper:
             self.previous, self.checkpoint = self.checkpoint, snapshot
             self.checkpoints += 1
             await self.reclaim_locked()
+            store.state.release_pages()
 
     # -- retention -------------------------------------------------------------------------
     async def reclaim_locked(self) -> int:
@@ -186,15 +190,21 @@ class Housekeeper:
 
     # -- the background service ------------------------------------------------------------
     async def tick(self) -> None:
-        """Create files ahead if needed; checkpoint if due."""
+        """Create files ahead if needed; flush what nobody waits for (acks, delivery counts:
+        durable within an interval, and their pages released); checkpoint if due; unmap the
+        consume-queue and index pages used since the last tick."""
         store = self.store
         group = store.require_open()
         index = store.state.index
         ahead = store.log.needs_prepare() is not None
         if ahead or (index is not None and index.needs_prepare() is not None):
             await group.run_round(work_only=True)
+        elif store.log.write_offset > group.durable and not (group.running or group.periodic):
+            await group.run_round()  # sync mode: acks nobody waits for (async: already done)
         if self.due:
             await self.write_checkpoint()
+        else:
+            store.state.release_pages()
 
     async def run(self, *, task_status: trio.TaskStatus[None]) -> None:
         store = self.store

@@ -1,4 +1,5 @@
-"""The commit log's record format: the only code that writes or reads a record's bytes.
+"""The commit log's record format: the only code that writes or reads a record's bytes (with
+message_read.py, the delivery path's reader of message records).
 
 Every change the store makes is one record in one append-only log, so one fsync makes a batch
 of publishes, acks, delivery counts and metadata changes durable together, in order.
@@ -85,7 +86,8 @@ HAS_ANNOTATIONS = 16
 TOMBSTONE = 1
 
 _ZEROS = bytes(ALIGN)
-_STR = "surrogatepass"
+_ACK_PAD = bytes(-ACK.size & (ALIGN - 1))
+TEXT_ERRORS = "surrogatepass"
 
 
 class RecordError(HeraldError):
@@ -105,7 +107,7 @@ class Pending:
 
     def __init__(self, size: int, magic: int, crc: int, body: bytes) -> None:
         self.size = size
-        self.space = aligned(size)
+        self.space = (size + ALIGN - 1) & ~(ALIGN - 1)
         self.magic = magic
         self.crc = crc
         self.body = body
@@ -129,10 +131,30 @@ def _json(value: Any) -> bytes:
     return json.dumps(to_json_safe(value), separators=(",", ":")).encode()
 
 
+_ENCODED: dict[str, bytes] = {}
+_ENCODED_MAX = 4096
+MAGIC_MESSAGE = magic_of(Kind.MESSAGE)
+_MAGIC_ACK = magic_of(Kind.ACK)
+
+
+def _encoded(text: str) -> bytes:
+    """`text` in UTF-8, from a small cache: protocol ids, exchanges and routing keys repeat."""
+    data = _ENCODED.get(text)
+    if data is None:
+        data = text.encode("utf-8", TEXT_ERRORS)
+        if len(_ENCODED) >= _ENCODED_MAX:
+            _ENCODED.clear()
+        _ENCODED[text] = data
+    return data
+
+
 def encode_message(
     message: Message, raw: bytes, targets: Sequence[QueueTarget], store_ms: int
 ) -> Pending:
-    """A message record; raises ValueError for values the format cannot hold."""
+    """A message record; raises ValueError for values the format cannot hold.
+
+    The publishing path runs this once per message, so it is written out flat: one header
+    `pack`, one `join`, one CRC, and no per-call lists besides the join's."""
     flags = PERSISTENT if message.persistent else 0
     expiration = message.expiration_ms
     if expiration is not None:
@@ -140,7 +162,7 @@ def encode_message(
     message_id = b""
     if message.message_id is not None:
         flags |= HAS_MESSAGE_ID
-        message_id = message.message_id.encode("utf-8", _STR)
+        message_id = message.message_id.encode("utf-8", TEXT_ERRORS)
     headers = b""
     if message.headers is not None:
         flags |= HAS_HEADERS
@@ -149,36 +171,52 @@ def encode_message(
     if message.annotations is not None:
         flags |= HAS_ANNOTATIONS
         annotations = _json(message.annotations)
-    protocol = message.protocol.encode("utf-8", _STR)
-    exchange = message.exchange.encode("utf-8", _STR)
-    routing_key = message.routing_key.encode("utf-8", _STR)
+    cache = _ENCODED
+    protocol = cache.get(message.protocol) or _encoded(message.protocol)
+    exchange = cache.get(message.exchange) or _encoded(message.exchange)
+    routing_key = cache.get(message.routing_key) or _encoded(message.routing_key)
+    count = len(targets)
+    lengths = (
+        len(protocol),
+        len(exchange),
+        len(routing_key),
+        len(message_id),
+        len(headers),
+        len(annotations),
+        count,
+        len(raw),
+    )
     try:
-        target_bytes = b"".join([TARGET.pack(t.queue_id, t.queue_offset) for t in targets])
-        fields = (
+        if count == 1:
+            target = targets[0]
+            target_bytes = TARGET.pack(target.queue_id, target.queue_offset)
+        else:
+            target_bytes = b"".join([TARGET.pack(t.queue_id, t.queue_offset) for t in targets])
+        head = _MESSAGE.pack(
             flags,
             round(message.timestamp * 1000),
             store_ms,
             expiration or 0,
             message.body_size,
             message.priority,
-            len(protocol),
-            len(exchange),
-            len(routing_key),
-            len(message_id),
-            len(headers),
-            len(annotations),
-            len(targets),
-            len(raw),
+            *lengths,
         )
-        parts = [protocol, exchange, routing_key, message_id, headers, annotations]
-        parts += [target_bytes, raw]
-        return _pending(_MESSAGE, Kind.MESSAGE, fields, parts)
     except struct.error as exc:
         raise ValueError(f"message cannot be stored: {exc}") from None
+    body = b"".join(
+        (head, protocol, exchange, routing_key, message_id, headers, annotations, target_bytes, raw)
+    )
+    size = COMMON.size + len(body)
+    crc = zlib.crc32(body)
+    pad = -size & (ALIGN - 1)
+    if pad:
+        body += _ZEROS[:pad]
+    return Pending(size, MAGIC_MESSAGE, crc, body)
 
 
 def encode_ack(queue_id: int, queue_offset: int) -> Pending:
-    return _pending(_ACK, Kind.ACK, (queue_id, queue_offset), [])
+    fields = _ACK.pack(queue_id, queue_offset)
+    return Pending(ACK.size, _MAGIC_ACK, zlib.crc32(fields), fields + _ACK_PAD)
 
 
 def encode_delivery(queue_id: int, queue_offset: int, count: int) -> Pending:
@@ -191,8 +229,8 @@ def encode_delete_queue(queue_id: int) -> Pending:
 
 def encode_metadata(kind: str, key: str, value_json: str | None) -> Pending:
     """A metadata change; `value_json` None is a deletion (tombstone)."""
-    k = kind.encode("utf-8", _STR)
-    key_bytes = key.encode("utf-8", _STR)
+    k = kind.encode("utf-8", TEXT_ERRORS)
+    key_bytes = key.encode("utf-8", TEXT_ERRORS)
     value = b"" if value_json is None else value_json.encode()
     flags = TOMBSTONE if value_json is None else 0
     fields = (flags, len(k), len(key_bytes), len(value))
@@ -234,13 +272,13 @@ class MessageRecord:
             exchange=self.exchange,
             routing_key=self.routing_key,
             body_size=self.body_size,
-            headers=_from_json(self.headers_json),
+            headers=from_json(self.headers_json),
             persistent=bool(self.flags & PERSISTENT),
             priority=self.priority,
             expiration_ms=self.expiration_ms,
             message_id=self.message_id,
             timestamp=self.born_ms / 1000,
-            annotations=_from_json(self.annotations_json),
+            annotations=from_json(self.annotations_json),
         )
 
 
@@ -288,7 +326,8 @@ class EndRecord:
 Record = MessageRecord | AckRecord | DeliveryRecord | DeleteQueueRecord | MetadataRecord | EndRecord
 
 
-def _from_json(data: bytes | None) -> Any:
+def from_json(data: bytes | None) -> Any:
+    """Headers or annotations from a record's JSON (None stays None); RecordError if bad."""
     if data is None:
         return None
     try:
@@ -302,7 +341,7 @@ def _from_json(data: bytes | None) -> Any:
 
 def _text(data: bytes, what: str) -> str:
     try:
-        return data.decode("utf-8", _STR)
+        return data.decode("utf-8", TEXT_ERRORS)
     except UnicodeDecodeError:
         raise RecordError(f"record {what} is not UTF-8") from None
 
@@ -314,7 +353,7 @@ def peek(data: bytes | bytearray | memoryview, at: int = 0) -> tuple[int, int]:
     return PREFIX.unpack_from(data, at)
 
 
-def decode(data: bytes, position: int) -> Record:
+def decode(data: bytes | memoryview, position: int) -> Record:
     """The record in `data` (exactly its `size` bytes, or more), written at `position`."""
     size, magic = peek(data)
     kind = _KINDS.get(magic)
@@ -356,7 +395,7 @@ def _split(data: bytes, start: int, size: int, lengths: Sequence[int]) -> list[b
     return parts
 
 
-def _decode_message(data: bytes, position: int, size: int) -> MessageRecord:
+def _decode_message(data: bytes | memoryview, position: int, size: int) -> MessageRecord:
     if size < MESSAGE.size:
         raise RecordError("message record shorter than its header")
     (flags, born, stored, expiration, body_size, priority, *lengths) = MESSAGE.unpack_from(data)[4:]
@@ -384,7 +423,7 @@ def _decode_message(data: bytes, position: int, size: int) -> MessageRecord:
     )
 
 
-def _decode_metadata(data: bytes, position: int, size: int) -> MetadataRecord:
+def _decode_metadata(data: bytes | memoryview, position: int, size: int) -> MetadataRecord:
     if size < METADATA.size:
         raise RecordError("metadata record shorter than its header")
     flags, *lengths = METADATA.unpack_from(data)[4:]

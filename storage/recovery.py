@@ -216,6 +216,7 @@ def recover(root: Path, log_files: MappedFileQueue, state: StoreState, crashed: 
         log_files.files[active] = log_files.prepare(active)
     for file in log_files:
         file.wrote = min(max(end - file.start, 0), file.size)
+        file.release()  # pages the scan mapped in: the log is read with pread from now on
     if index is not None and not index.files:
         index.files.append(index.prepare(0))
     report = RecoveryReport(crashed, start, end, records, tuple(skipped), was_cut)

@@ -1,9 +1,10 @@
 """A child process that writes to a commit-log store and dies without closing it: a real crash.
 
 `python -m tests.storage.crash_helper '<json>'` with keys: path, config (CommitLogConfig
-fields), count (messages m0.. to queue 1 at offsets 0..), body (bytes per body), acks (offsets
-of queue 1 to ack), checkpoint_after (call checkpoint() after that many messages), metadata
-({kind: {key: value}}). Everything is waited durable, then the process exits with os._exit:
+fields), count (messages m0.. to queue 1 at offsets 0..), queues (the queues every message
+goes to, default [1]), body (bytes per body), acks (offsets of queue 1 to ack), acks_by_queue
+({queue: offsets} to ack), checkpoint_after (call checkpoint() after that many messages),
+metadata ({kind: {key: value}}). Everything is waited durable, then the process exits with os._exit:
 no close, no checkpoint, the abort marker stays.
 """
 
@@ -46,13 +47,18 @@ async def scenario(spec: dict[str, Any]) -> None:
         for key, value in records.items():
             store.put_metadata(kind, key, value)
     positions = []
+    queues = spec.get("queues", [1])
     for n in range(spec.get("count", 0)):
-        ticket = store.append(message(n, spec.get("body", 16)), [QueueTarget(1, n)])
-        positions.append((store.state.queues[1].cq.get(n)[0], ticket))
+        targets = [QueueTarget(q, n) for q in queues]
+        ticket = store.append(message(n, spec.get("body", 16)), targets)
+        positions.append((store.state.queues[queues[0]].cq.get(n)[0], ticket))
         if n + 1 == spec.get("checkpoint_after"):
             await store.checkpoint()
     for offset in spec.get("acks", []):
         store.ack(1, offset)
+    for queue, offsets in spec.get("acks_by_queue", {}).items():
+        for offset in offsets:
+            store.ack(int(queue), offset)
     await store.wait_durable(store.statistics().appended_ticket)
     print(json.dumps({"records": positions, "end": store.statistics().appended_ticket}))
 

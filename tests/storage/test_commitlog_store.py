@@ -4,6 +4,7 @@ disk-full handling, async flushing, the index, its plugin hooks."""
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 from collections.abc import Sequence
@@ -14,7 +15,7 @@ import pytest
 import trio
 
 from herald.core.config import InvalidValue
-from herald.core.errors import ResourceError
+from herald.core.errors import InternalError, ResourceError
 from herald.core.message import CodecRegistry
 from herald.core.plugin_types import Service
 from herald.core.store import QueueTarget
@@ -28,9 +29,10 @@ from tests.storage.test_recovery import CONFIG, ids, opened
 async def test_concurrent_publishers_share_fsyncs(tmp_path: Path) -> None:
     async with opened(tmp_path) as store:
         before = store.commitlog_statistics().flushes
+        offsets = itertools.count()  # given at append time, as the kernel does: they grow
 
         async def publish(n: int) -> None:
-            ticket = store.append(message(n), [QueueTarget(1, n)])
+            ticket = store.append(message(n), [QueueTarget(1, next(offsets))])
             await store.wait_durable(ticket)
             assert store.durable_ticket >= ticket
 
@@ -74,26 +76,34 @@ async def test_reclaim_deletes_dead_segments_but_not_the_active_one(tmp_path: Pa
         assert store.statistics().messages == 1
 
 
-async def test_reused_offsets_after_a_restart(tmp_path: Path) -> None:
-    """The kernel restarts a queue's offsets after its highest live one: an acked offset may
-    come back, and must be a new entry."""
+async def test_offsets_only_grow_across_restarts(tmp_path: Path) -> None:
+    """A queue continues at `queue_next_offset` after a restart, even past offsets acked
+    before it; an append below that is a kernel bug, refused before anything is written."""
     async with opened(tmp_path) as store:
         for n in range(5):
             store.append(message(n), [QueueTarget(1, n)])
         store.ack(1, 3)
         store.ack(1, 4)
     async with opened(tmp_path) as store:
-        store.append(message(10), [QueueTarget(1, 3)])
-        store.append(message(11), [QueueTarget(1, 4)])
-        store.ack(1, 4)
+        assert store.queue_next_offset(1) == 5
+        before = store.statistics()
+        with pytest.raises(InternalError, match="offset 3 is below the next offset 5"):
+            store.append(message(10), [QueueTarget(1, 3)])
+        with pytest.raises(InternalError, match="offset 5 is below the next offset 6"):
+            store.append(message(10), [QueueTarget(1, 5), QueueTarget(1, 5)])
+        assert store.statistics() == before
+        store.append(message(10), [QueueTarget(1, 5)])
+        store.append(message(11), [QueueTarget(1, 6)])
+        store.ack(1, 6)
         assert [(e.queue_offset, e.message.message_id) for e in store.recover_queue(1)] == [
             (0, "m0"),
             (1, "m1"),
             (2, "m2"),
-            (3, "m10"),
+            (5, "m10"),
         ]
     async with opened(tmp_path) as store:
         assert ids(store) == ["m0", "m1", "m2", "m10"]
+        assert store.queue_next_offset(1) == 7
 
 
 def fail_with(code: int):
@@ -117,7 +127,7 @@ async def test_disk_full_refuses_the_message_and_stores_nothing(tmp_path: Path) 
         assert store.commitlog_statistics().disk_alarm
         assert ids(store) == ["m0"]
         store.ack(1, 0)  # acks never fail the caller; kept in memory until the checkpoint
-        store._write = commitlog.mmap_write
+        store._write = commitlog.write_record
         ticket = store.append(message(2), [QueueTarget(1, 1)])
         assert ticket > good
         await store.wait_durable(ticket)
@@ -168,17 +178,20 @@ async def test_flusher_prepares_segments_ahead(tmp_path: Path) -> None:
     async with opened(tmp_path) as store:
         async with trio.open_nursery() as nursery:
             await nursery.start(store.run_flusher)
+            offsets = itertools.count()
             while store.log.needs_prepare() is None:
-                store.append(message(0, 1000), [QueueTarget(1, 0)])
-                store.ack(1, 0)
+                offset = next(offsets)
+                store.append(message(0, 1000), [QueueTarget(1, offset)])
+                store.ack(1, offset)
             with trio.fail_after(10):
                 while store.log.prepared is None:
                     await trio.sleep(0.01)
             nursery.cancel_scope.cancel()
         start = store.log.prepared.start
         while store.log.segment_start(store.log.write_offset) != start:
-            store.append(message(0, 1000), [QueueTarget(1, 0)])
-            store.ack(1, 0)
+            offset = next(offsets)
+            store.append(message(0, 1000), [QueueTarget(1, offset)])
+            store.ack(1, offset)
         assert store.log.files[start].path.name == f"{start:020d}"
 
 
@@ -236,6 +249,7 @@ def test_hooks(tmp_path: Path) -> None:
     class BrokerWith:
         store: object
 
-    [service] = commitlog.herald_services(BrokerWith(store))
-    assert isinstance(service, Service) and service.name == "commitlog-flusher"
+    services = commitlog.herald_services(BrokerWith(store))
+    assert all(isinstance(service, Service) for service in services)
+    assert [s.name for s in services] == ["commitlog-flusher", "commitlog-disk-monitor"]
     assert commitlog.herald_services(BrokerWith(object())) == []

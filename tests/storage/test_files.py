@@ -57,10 +57,11 @@ def test_consume_queue_files_and_cut(tmp_path: Path) -> None:
     cq = ConsumeQueue(tmp_path / "7-0", 16)
     for n in range(40):
         cq.reserve()
-        assert cq.put(1000 + n, 64, n * 2) == n
+        assert cq.put(1000 + n, 64, 50 + n, 40 + n, 1 + n % 2, n * 2) == n
     assert cq.get(33) == (1033, 64, 66)
+    assert cq.entry(33) == (1033, 64, 83, 73, 2, 66)
     assert cq.get(40) is None
-    assert sorted(os.listdir(cq.directory)) == [file_name(0), file_name(320), file_name(640)]
+    assert sorted(os.listdir(cq.directory)) == [file_name(0), file_name(512), file_name(1024)]
     released = cq.release_below(35)
     assert len(released) == 2
     for file in released:

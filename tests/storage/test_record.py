@@ -4,7 +4,9 @@ yields RecordError."""
 from __future__ import annotations
 
 import struct
+from contextlib import suppress
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from herald.core.message import Message
 from herald.core.store import QueueTarget
 from herald.storage import record as rec
+from herald.storage.message_read import read_message
 
 GOLDEN_ACK = bytes.fromhex(
     "00000024b37a9e025361ef4a00000000000010000000000000000007000000000000002a00000000"
@@ -152,6 +155,8 @@ def test_garbage_yields_only_record_error(data: bytes, position: int) -> None:
             record.to_message()
     except rec.RecordError:
         pass
+    with suppress(rec.RecordError):
+        read_message(memoryview(data), position)
 
 
 @settings(max_examples=500)
@@ -167,12 +172,15 @@ def test_damaged_records_yield_only_record_error(
     for at, value in edits:
         data[at % len(data)] = value
     position = {GOLDEN_ACK: 4096, GOLDEN_MESSAGE: 8}.get(prefix, 0)
+    damaged = bytes(data[: len(data) - cut % len(data)])
     try:
-        record = rec.decode(bytes(data[: len(data) - cut % len(data)]), position)
+        record = rec.decode(damaged, position)
         if isinstance(record, rec.MessageRecord):
             record.to_message()
     except rec.RecordError:
         pass
+    with suppress(rec.RecordError):
+        read_message(memoryview(damaged), position)
 
 
 @settings(max_examples=200)
@@ -198,3 +206,22 @@ def test_messages_round_trip(
     assert record.targets == tuple(targets)
     got = record.to_message()
     assert (got.raw, got.routing_key, got.headers) == (body, key, headers)
+    assert same_fields(read_message(memoryview(pending.to_bytes(position)), position), got)
+
+
+def same_fields(one: Message, other: Message) -> bool:
+    names = [a.name for a in attrs.fields(Message)]
+    return [getattr(one, n) for n in names] == [getattr(other, n) for n in names]
+
+
+def test_read_message_reads_the_golden_record_as_decode_does() -> None:
+    record = rec.decode(GOLDEN_MESSAGE, 8)
+    assert isinstance(record, rec.MessageRecord)
+    got = read_message(memoryview(GOLDEN_MESSAGE)[:122], 8)
+    assert same_fields(got, record.to_message())
+    expected = ("id", {"a": 1}, 500, b"HDRbody")
+    assert (got.message_id, got.headers, got.expiration_ms, got.raw) == expected
+    with pytest.raises(rec.RecordError, match="not a message record"):
+        read_message(GOLDEN_ACK + bytes(100), 4096)
+    with pytest.raises(rec.RecordError, match="found at"):
+        read_message(GOLDEN_MESSAGE, 16)

@@ -1,0 +1,219 @@
+"""Deep-queue benchmark: what a durable queue of millions of stored messages costs the broker.
+
+    python benchmarks/deep_queue.py [--messages 10000000] [--small 10000] [--size 100]
+                                    [--batch 5000] [--prefetch 1000] [--dir PATH]
+                                    [--segment-mib 256] [--repeat-small 5]
+
+Prints one JSON object. One process runs an embedded broker on the commit-log store (a fresh
+data dir in a temporary directory, removed at the end) with one durable queue per scenario:
+
+- small: publish `small` persistent `size`-byte messages through the kernel API
+  (`vhost.publish`), awaiting durability every `batch` messages, then drain them with one
+  consumer (prefetch `prefetch`) that acks every delivery; `repeat_small` times, median rate;
+- deep: the same with `messages` messages; after publishing, the broker process's RSS
+  (psutil, after `gc.collect()`) is reported, with the RSS before publishing and the
+  difference per message; then the drain rate, and `drain_ratio` = deep rate / small rate.
+
+Drain rates are given per wall-clock second and per CPU second of the process (`process_time`,
+all threads): on a shared machine the second is the one to compare, as other processes' load
+does not change it. The consumer acks what it was delivered in a Trio task, a prefetch window
+at a time (as a protocol session would), so the broker's background service (flushes,
+checkpoints, retention) runs during the drain as it would in production.
+
+The issue's targets: deep RSS <= 200 MB at 10 M messages, drain_ratio >= 0.8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import trio
+
+from herald.core.broker import Broker
+from herald.core.consumer import Consumer
+from herald.core.embedding import embedded
+from herald.core.message import Message, Properties
+from herald.core.queue import Queue, QueueEntry
+
+PERSISTENT = Properties(delivery_mode=2)
+MIB = 1024 * 1024
+
+
+class BatchAckSink:
+    """Keeps deliveries until the consumer task acks them (a prefetch window at a time)."""
+
+    protocol = "herald"
+
+    def __init__(self) -> None:
+        self.pending: list[QueueEntry] = []
+        self.acked = 0
+
+    def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
+        self.pending.append(entry)
+
+    def consumer_cancelled(self, consumer: Consumer) -> None:
+        pass
+
+    def ack_pending(self) -> int:
+        """Ack what was delivered so far (what the acks deliver meanwhile waits for the next
+        call, after the caller yielded)."""
+        batch, self.pending = self.pending, []
+        for entry in batch:
+            entry.queue.ack(entry)
+        self.acked += len(batch)
+        return len(batch)
+
+
+def memory() -> dict[str, int]:
+    """RSS of this process after a full collection, and its anonymous / file-backed parts."""
+    gc.collect()
+    info: dict[str, int] = {"rss": psutil.Process().memory_info().rss}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(("RssAnon:", "RssFile:", "RssShmem:")):
+                    name, value, _unit = line.split()
+                    info[name[:-1].lower()] = int(value) * 1024
+    except OSError:
+        pass
+    return info
+
+
+async def publish(broker: Broker, queue: str, count: int, size: int, batch: int) -> float:
+    """Publish `count` persistent messages to `queue`; returns msgs/s (durable)."""
+    vhost = broker.default_vhost
+    store = broker.store
+    body = b"x" * size
+    native = Message.native
+    send = vhost.publish
+    start = time.perf_counter()
+    ticket = 0
+    for n in range(count):
+        result = send(native(body, exchange="", routing_key=queue, properties=PERSISTENT))
+        if result.ticket is not None:
+            ticket = result.ticket
+        if (n + 1) % batch == 0:
+            await store.wait_durable(ticket)
+    await store.wait_durable(ticket)
+    return count / (time.perf_counter() - start)
+
+
+async def drain(queue: Queue, count: int, prefetch: int) -> tuple[float, float]:
+    """Consume and ack `count` messages from `queue`; returns (msgs per second, msgs per
+    CPU second of this process: what the rate would be with a core to itself)."""
+    sink = BatchAckSink()
+    start, cpu = time.perf_counter(), time.process_time()
+    consumer = queue.add_consumer("bench", sink, prefetch_count=prefetch)
+    while sink.acked < count:
+        if not sink.ack_pending():
+            raise RuntimeError(f"drain stalled at {sink.acked} of {count} messages")
+        await trio.lowlevel.checkpoint()  # let the broker's services run between windows
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    queue.remove_consumer(consumer)
+    assert queue.message_count == 0, queue.message_count
+    return count / elapsed, count / cpu
+
+
+async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
+    settings = [
+        'store.backend="commitlog"',
+        f"commitlog.segment_size={args.segment_mib * MIB}",
+        'broker.log_level="warning"',
+    ]
+    async with embedded(data_dir=data_dir, plugins=[], settings=settings) as broker:
+        vhost = broker.default_vhost
+        small_publish, small_drain, small_cpu = [], [], []
+        for n in range(args.repeat_small):
+            name = f"small-{n}"
+            queue = vhost.declare_queue(name, durable=True)
+            small_publish.append(await publish(broker, name, args.small, args.size, args.batch))
+            rate, cpu_rate = await drain(queue, args.small, args.prefetch)
+            small_drain.append(rate)
+            small_cpu.append(cpu_rate)
+            vhost.delete_queue(name)
+        gc.collect()
+        before = memory()
+        queue = vhost.declare_queue("deep", durable=True)
+        started = time.perf_counter()
+        deep_publish = await publish(broker, "deep", args.messages, args.size, args.batch)
+        published_seconds = time.perf_counter() - started
+        full = memory()
+        stats = queue.statistics()
+        store_stats = broker.store.statistics()
+        deep_drain, deep_cpu = await drain(queue, args.messages, args.prefetch)
+        drained = memory()
+        small_rate = statistics.median(small_drain)
+        small_cpu_rate = statistics.median(small_cpu)
+        return {
+            "small": {
+                "messages": args.small,
+                "publish_msgs_per_s": round(statistics.median(small_publish)),
+                "drain_msgs_per_s": round(small_rate),
+                "drain_runs": [round(r) for r in small_drain],
+                "drain_msgs_per_cpu_s": round(small_cpu_rate),
+            },
+            "deep": {
+                "messages": args.messages,
+                "publish_msgs_per_s": round(deep_publish),
+                "publish_seconds": round(published_seconds, 1),
+                "swapped": stats.messages_swapped,
+                "store_messages": store_stats.messages,
+                "log_bytes": store_stats.appended_ticket,
+                "memory_before": before,
+                "memory_full": full,
+                "memory_drained": drained,
+                "rss_mb": round(full["rss"] / 1e6, 1),
+                "rss_growth_bytes_per_msg": round((full["rss"] - before["rss"]) / args.messages, 2),
+                "drain_msgs_per_s": round(deep_drain),
+                "drain_msgs_per_cpu_s": round(deep_cpu),
+            },
+            "drain_ratio": round(deep_drain / small_rate, 3),
+            "drain_ratio_cpu": round(deep_cpu / small_cpu_rate, 3),
+        }
+
+
+async def main(args: argparse.Namespace) -> dict[str, Any]:
+    base = Path(tempfile.mkdtemp(prefix="herald-deep-", dir=args.dir))
+    try:
+        result = await run(args, base / "data")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return {
+        "benchmark": "deep_queue",
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "load_average": os.getloadavg(),
+        "size": args.size,
+        "batch": args.batch,
+        "prefetch": args.prefetch,
+        **result,
+    }
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--messages", type=int, default=10_000_000)
+    parser.add_argument("--small", type=int, default=10_000)
+    parser.add_argument("--size", type=int, default=100, help="body bytes per message")
+    parser.add_argument("--batch", type=int, default=5_000, help="publishes per durable wait")
+    parser.add_argument("--prefetch", type=int, default=1_000)
+    parser.add_argument("--repeat-small", type=int, default=5)
+    parser.add_argument("--segment-mib", type=int, default=256)
+    parser.add_argument("--dir", default=None, help="where the data dir goes (default: $TMPDIR)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    print(json.dumps(trio.run(main, parse(sys.argv[1:])), indent=2))
