@@ -232,7 +232,7 @@ def test_config_rules() -> None:
         CommitLogConfig(segment_size=1000)
     with pytest.raises(InvalidValue, match="flush"):
         CommitLogConfig(flush="sometimes")
-    assert CommitLogConfig().segment_size == 1 << 30
+    assert CommitLogConfig().segment_size == 256 << 20
 
 
 def test_hooks(tmp_path: Path) -> None:
