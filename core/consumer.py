@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from herald.core.errors import AccessRefused, PreconditionFailed
+
 if TYPE_CHECKING:
     from herald.core.queue import Queue, QueueEntry
 
@@ -173,6 +175,13 @@ class ConsumerSet:
     def __contains__(self, consumer: object) -> bool:
         return consumer in self._consumers
 
+    def admit(self, exclusive: bool, what: str) -> None:
+        """Refuse (403) an exclusive consumer beside others, or any consumer beside one."""
+        if exclusive and self._consumers:
+            raise AccessRefused(f"{what} has consumers; cannot consume exclusively")
+        if any(c.exclusive for c in self._consumers):
+            raise AccessRefused(f"{what} in exclusive use")
+
     def add(self, consumer: Consumer) -> None:
         consumers = self._consumers
         if self.single_active:
@@ -213,3 +222,13 @@ class ConsumerSet:
         if best is not None:
             self._rr = best_index + 1
         return best
+
+
+def consumer_priority(arguments: Mapping[str, Any] | None, default: int) -> int:
+    """The `x-priority` consumer argument (RabbitMQ's consumer priorities), or `default`."""
+    if not arguments or "x-priority" not in arguments:
+        return default
+    value = arguments["x-priority"]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PreconditionFailed(f"invalid x-priority {value!r}: not an integer")
+    return value

@@ -22,8 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from herald.core.consumer import Consumer, ConsumerSet, DeliverySink, SharedLimit
-from herald.core.errors import AccessRefused, PreconditionFailed
+from herald.core.consumer import (
+    Consumer,
+    ConsumerSet,
+    DeliverySink,
+    SharedLimit,
+    consumer_priority,
+)
+from herald.core.errors import PreconditionFailed, ResourceLocked
 from herald.core.queue_args import Overflow, QueueArguments
 from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
@@ -82,22 +88,9 @@ class Queue:
         return f"<Queue {self.name!r} in {self.vhost.name!r}>"
 
     # -- declaration -----------------------------------------------------------------------
-    def equivalent(
-        self, durable: bool, auto_delete: bool, exclusive: bool, arguments: Mapping[str, Any]
-    ) -> bool:
-        """Whether a redeclaration matches this queue (RabbitMQ answers 406 if not)."""
-        return (
-            durable == self.durable
-            and auto_delete == self.auto_delete
-            and exclusive == (self.owner is not None)
-            and QueueArguments.parse(arguments, self.name, self.vhost.name) == self.args
-        )
-
     def check_owner(self, owner: Hashable | None) -> None:
         """Exclusive queues belong to the connection that declared them (405 otherwise)."""
         if self.owner is not None and owner != self.owner:
-            from herald.core.errors import ResourceLocked
-
             raise ResourceLocked(
                 f"cannot obtain exclusive access to locked queue '{self.name}'"
                 f" in vhost '{self.vhost.name}'"
@@ -252,20 +245,8 @@ class Queue:
     ) -> Consumer:
         """Subscribe; the queue starts pushing at once if the consumer has credit."""
         self.check_owner(owner)
-        if exclusive and self.consumers:
-            raise AccessRefused(
-                f"queue '{self.name}' in vhost '{self.vhost.name}' has consumers;"
-                " cannot consume exclusively"
-            )
-        if any(c.exclusive for c in self.consumers):
-            raise AccessRefused(
-                f"queue '{self.name}' in vhost '{self.vhost.name}' in exclusive use"
-            )
-        if arguments and "x-priority" in arguments:
-            value = arguments["x-priority"]
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise PreconditionFailed(f"invalid x-priority {value!r}: not an integer")
-            priority = value
+        self.consumers.admit(exclusive, f"queue '{self.name}' in vhost '{self.vhost.name}'")
+        priority = consumer_priority(arguments, priority)
         consumer = Consumer(
             self,
             tag,

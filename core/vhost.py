@@ -21,7 +21,7 @@ from herald.core.dead_letter import death_annotations, is_cycle
 from herald.core.errors import AccessRefused, NotFound, PreconditionFailed
 from herald.core.exchange import Exchange, make_exchange
 from herald.core.queue import DeadLetterReason, Queue, QueueEntry
-from herald.core.queue_args import Overflow
+from herald.core.queue_args import Overflow, QueueArguments
 from herald.core.store import QueueTarget
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ class VirtualHost:
             return existing
         if existing is not None:
             existing.check_owner(owner)
-            if not existing.equivalent(durable, auto_delete, exclusive, arguments):
+            if not _same_queue(existing, durable, auto_delete, exclusive, arguments):
                 raise PreconditionFailed(
                     f"inequivalent arg for queue '{name}' in vhost '{self.name}': received"
                     f" durable={durable} exclusive={exclusive} auto_delete={auto_delete}"
@@ -481,3 +481,15 @@ class VirtualHost:
         if not targets:
             return False
         return self._deliver(dead, targets).queues > 0
+
+
+def _same_queue(
+    queue: Queue, durable: bool, auto_delete: bool, exclusive: bool, arguments: Mapping[str, Any]
+) -> bool:
+    """Whether a redeclaration matches an existing queue (RabbitMQ answers 406 if not)."""
+    return (
+        durable == queue.durable
+        and auto_delete == queue.auto_delete
+        and exclusive == (queue.owner is not None)
+        and QueueArguments.parse(arguments, queue.name, queue.vhost.name) == queue.args
+    )

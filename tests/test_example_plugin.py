@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.core.embedding import embedded
+from herald.core.plugins import get_plugin_manager
 from herald.storage.memory import MemoryStore
 from tests.test_plugins import echo, example_on_path
 
@@ -81,3 +82,15 @@ async def test_example_plugin_echoes_lines_over_tcp(
             await bad.aclose()
     closed = [r.getMessage() for r in caplog.records if "closed: echo" in r.getMessage()]
     assert any("line longer than 65536 bytes" in m for m in closed)
+
+
+def test_tracing_logs_hook_calls(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("HERALD_TRACE_PLUGINS", "1")
+    caplog.set_level(logging.DEBUG, logger="herald.plugins")
+    plugins = get_plugin_manager(load_entrypoints=False, builtins=[echo])
+    plugins.protocols()
+    messages = [r.getMessage() for r in caplog.records if r.name == "herald.plugins"]
+    assert any(m.startswith("hook herald_protocols()") for m in messages)
+    assert any(m.startswith("hook herald_protocols returned [[ProtocolSpec(") for m in messages)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -489,15 +488,3 @@ def test_services_storage_codecs_and_shutdown() -> None:
     plugins.register(SameCodec(), "same")
     with pytest.raises(PluginError, match="two plugins provide a message codec for 'echo'"):
         plugins.message_codecs()
-
-
-def test_tracing_logs_hook_calls(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.setenv("HERALD_TRACE_PLUGINS", "1")
-    caplog.set_level(logging.DEBUG, logger="herald.plugins")
-    plugins = get_plugin_manager(load_entrypoints=False, builtins=[echo])
-    plugins.protocols()
-    messages = [r.getMessage() for r in caplog.records if r.name == "herald.plugins"]
-    assert any(m.startswith("hook herald_protocols()") for m in messages)
-    assert any(m.startswith("hook herald_protocols returned [[ProtocolSpec(") for m in messages)
