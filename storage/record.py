@@ -75,6 +75,7 @@ DELIVERY, _DELIVERY = _layouts("qqI")  # queue id, queue offset, count
 DELETE_QUEUE, _DELETE_QUEUE = _layouts("q")  # queue id
 METADATA, _METADATA = _layouts("IIII")  # flags, kind length, key length, value length
 TARGET = struct.Struct(">qq")
+_MESSAGE_FIXED = MESSAGE.size  # common header + message fields
 RAW_LENGTH_AT = MESSAGE.size - 4
 """Where a message record keeps the stored bytes' length (read for statistics)."""
 
@@ -203,14 +204,12 @@ def encode_message(
         )
     except struct.error as exc:
         raise ValueError(f"message cannot be stored: {exc}") from None
-    body = b"".join(
-        (head, protocol, exchange, routing_key, message_id, headers, annotations, target_bytes, raw)
-    )
-    size = COMMON.size + len(body)
-    crc = zlib.crc32(body)
+    size = _MESSAGE_FIXED + sum(lengths[:6]) + len(target_bytes) + len(raw)
     pad = -size & (ALIGN - 1)
-    if pad:
-        body += _ZEROS[:pad]
+    # One join, with the padding, so a 1 KiB body is copied once; the CRC skips the padding.
+    parts = (head, protocol, exchange, routing_key, message_id, headers, annotations)
+    body = b"".join((*parts, target_bytes, raw, _ZEROS[:pad]))
+    crc = zlib.crc32(memoryview(body)[: len(body) - pad]) if pad else zlib.crc32(body)
     return Pending(size, MAGIC_MESSAGE, crc, body)
 
 
