@@ -16,6 +16,7 @@ import attrs
 
 from herald.core.config import InvalidValue
 from herald.plugins.mqtt.codec import MAX_PACKET_SIZE
+from herald.plugins.mqtt.codec.topics import TopicError, validate_topic_filter
 
 SESSION_NEVER_EXPIRES = 0xFFFF_FFFF
 """MQTT 5's Session Expiry Interval for "never" (also what herald grants 3.1.1 persistent
@@ -54,6 +55,14 @@ def _retain_store(_inst: object, attribute: attrs.Attribute, value: str) -> None
         )
 
 
+def _topic_filters(_inst: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    for text in value:
+        try:
+            validate_topic_filter(text)
+        except TopicError as exc:
+            raise InvalidValue(str(exc), attribute.name) from None
+
+
 @attrs.frozen
 class MQTTConfig:
     """`[mqtt]`: the MQTT listeners and what they grant clients."""
@@ -76,8 +85,9 @@ class MQTTConfig:
     """Unacknowledged QoS 1/2 messages per direction and session: the Receive Maximum herald
     announces, and the most it sends before the client acks (less if the client asks)."""
     keepalive_max: int = attrs.field(default=65535, validator=_between(0, 65535))
-    """The longest keep alive granted (seconds). MQTT 5 clients asking for more, or for none,
-    are told this value (Server Keep Alive); 0 leaves the client's choice."""
+    """The longest keep alive granted (seconds). MQTT 5 clients asking for more
+    are told this value (Server Keep Alive); 0 leaves the client's choice. A client asking
+    for none keeps none."""
     allow_anonymous: bool = False
     """Accept CONNECTs without a user name, as `anonymous_user`."""
     anonymous_user: str = "guest"
@@ -97,5 +107,11 @@ class MQTTConfig:
     """Topic aliases an MQTT 5 client may use towards herald."""
     handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
     """Seconds a client has from connecting to sending CONNECT."""
+    close_timeout: float = attrs.field(default=2.0, validator=_positive)
+    """Seconds a closed connection's socket keeps reading (and discarding) after herald's last
+    packet, so a client still sending gets the DISCONNECT or CONNACK rather than a reset."""
+    subscribe_denied: tuple[str, ...] = attrs.field(default=(), validator=_topic_filters)
+    """Topic filters no client may subscribe to: a requested filter equal to one of them or
+    under it ("private/#" refuses "private/a/+") gets SUBACK 0x80, whatever the permissions."""
     write_buffer: int = attrs.field(default=1024 * 1024, validator=_between(4096, 1 << 31))
     """Bytes waiting for the socket above which deliveries pause."""

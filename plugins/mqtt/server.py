@@ -3,7 +3,10 @@
 Per connection, one nursery: a reader (bytes or WebSocket messages into `Session.receive`,
 paused while a resource alarm blocks a publisher), a writer (everything the session produced,
 in one write), and a timer task (handshake and keep alive deadlines). The writer finishing —
-the session is done and its last bytes are out — ends the connection. TCP connections are
+the session is done and its last bytes are out — ends the connection; then the socket lingers
+(write side shut, reading and discarding for `close_timeout`), so a client that is still
+sending does not make the kernel answer with a reset that destroys the last DISCONNECT or
+CONNACK before the client read it. TCP connections are
 isolated by `herald.core.listeners.serve_tcp`; WebSocket handlers catch their own failures,
 so one broken client never takes a listener down.
 """
@@ -31,6 +34,7 @@ log = logging.getLogger(__name__)
 PROTOCOL = "mqtt"
 SUBPROTOCOLS = ("mqtt", "mqttv3.1")
 _READ_SIZE = 65536
+_LOST = (trio.BrokenResourceError, trio.ClosedResourceError)
 
 
 class Transport(Protocol):
@@ -39,16 +43,33 @@ class Transport(Protocol):
 
     async def send(self, data: bytes) -> None: ...
 
+    async def linger(self, timeout: float) -> None:
+        """The session ended: let the client read what was written before the close."""
+
 
 class StreamTransport:
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
+        self.eof = False
 
     async def receive(self) -> bytes:
-        return await self.stream.receive_some(_READ_SIZE)
+        data = await self.stream.receive_some(_READ_SIZE)
+        self.eof = not data
+        return data
 
     async def send(self, data: bytes) -> None:
         await self.stream.send_all(data)
+
+    async def linger(self, timeout: float) -> None:
+        if self.eof:
+            return  # the client closed first: nothing of ours can be reset away
+        with trio.move_on_after(timeout):
+            try:
+                await self.stream.send_eof()  # type: ignore[attr-defined]
+                while await self.stream.receive_some(_READ_SIZE):
+                    pass
+            except (*_LOST, AttributeError):
+                pass
 
 
 class WebSocketTransport:
@@ -72,6 +93,9 @@ class WebSocketTransport:
             await self.websocket.send_message(data)  # type: ignore[attr-defined]
         except ConnectionClosed as exc:
             raise trio.BrokenResourceError("WebSocket closed") from exc
+
+    async def linger(self, timeout: float) -> None:
+        """Nothing to do: the WebSocket closing handshake (`_websocket`) flushes."""
 
 
 async def serve(
@@ -130,6 +154,7 @@ async def run_connection(
     finally:
         session.teardown()
         broker.connections.close(connection, session.close_reason)
+    await transport.linger(context.config.close_timeout)
 
 
 async def _read(session: Session, transport: Transport) -> None:

@@ -91,6 +91,7 @@ class Session:
         self.close_reason = "client closed the connection"
         self.opened_at = self.last_received = trio.current_time()
         self._present = False  # CONNACK's "session present"
+        self._connect_received = False
         self._will_discarded = False
         self._torn_down = False
         self._authz: set[tuple[str, str, str]] = set()
@@ -104,11 +105,21 @@ class Session:
         self.last_received = trio.current_time()
         codec = self.codec
         codec.receive_data(data)
+        yielded = False
         try:
             while not self.done:
                 packet = codec.next_event()
                 if packet is NEED_DATA:
                     break
+                if not yielded and type(packet) is Publish:
+                    # Let connections whose bytes arrived in the same wakeup go first, so a
+                    # SUBSCRIBE sent just before this PUBLISH on another connection applies
+                    # to it, as on a broker that reads its sockets in order (Trio runs ready
+                    # tasks in random order).
+                    yielded = True
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    if self.done:
+                        break
                 await self._handle(packet)  # type: ignore[arg-type]
         except RemoteProtocolError as exc:
             self._codec_failed(exc)
@@ -142,6 +153,8 @@ class Session:
         if self.done:
             return math.inf
         if self.state is None:
+            if self._connect_received:
+                return math.inf  # ours to answer: authentication may queue for scrypt
             return self.opened_at + self.config.handshake_timeout
         if self.keepalive:
             return self.last_received + 1.5 * self.keepalive
@@ -272,6 +285,8 @@ class Session:
         elif kind is Unsubscribe:
             self._unsubscribe(packet)  # type: ignore[arg-type]
         elif kind is Connect:
+            self._connect_received = True
+            self._deadline_moved.set()
             await self._connect(packet)  # type: ignore[arg-type]
         elif kind is Disconnect:
             self._disconnect(packet)  # type: ignore[arg-type]

@@ -24,7 +24,7 @@ from herald.core.errors import AccessRefused, KernelError
 from herald.plugins.mqtt.codec import ReasonCode, RetainHandling, Subscribe, Unsubscribe
 from herald.plugins.mqtt.codec.topics import TopicError
 from herald.plugins.mqtt.registry import shared_queue_name
-from herald.plugins.mqtt.subscriptions import Subscription
+from herald.plugins.mqtt.subscriptions import Subscription, filter_covers
 
 if TYPE_CHECKING:
     from herald.core.consumer import Consumer
@@ -112,13 +112,16 @@ class Subscriber:
         identifier = ids[0] if ids else None
         codes: list[int] = []
         for request in packet.subscriptions:
+            text = request.topic_filter
             try:
-                subscription = Subscription.from_request(
-                    request.topic_filter, request.options, identifier
-                )
+                subscription = Subscription.from_request(text, request.options, identifier)
             except TopicError as exc:
                 log.info("MQTT client %r: %s", state.client_id, exc)
                 codes.append(ReasonCode.TOPIC_FILTER_INVALID)
+                continue
+            if self._denied(subscription.parsed.filter):
+                log.info("MQTT client %r: %r is in mqtt.subscribe_denied", state.client_id, text)
+                codes.append(ReasonCode.UNSPECIFIED_ERROR)
                 continue
             try:
                 old = state.subscriptions.get(subscription.text)
@@ -196,6 +199,10 @@ class Subscriber:
         return codes
 
     # -- internals ---------------------------------------------------------------------------
+    def _denied(self, topic_filter: str) -> bool:
+        denied = self.context.config.subscribe_denied
+        return bool(denied) and any(filter_covers(d, topic_filter) for d in denied)
+
     def _consume_own(self) -> Queue:
         """The session's own queue, declared (with every binding) if needed, and consumed."""
         if self.own is not None and not self.own.queue.deleted:

@@ -35,6 +35,20 @@ def topic_matches(topic_filter: str, topic: str) -> bool:
     return len(topic_filter.split("/")) == count
 
 
+def filter_covers(outer: str, inner: str) -> bool:
+    """Whether every topic the filter `inner` matches is matched by the filter `outer`
+    ("a/#" covers "a/b/+" and "a"; "a/+" covers "a/b" but not "a/#")."""
+    levels = inner.split("/")
+    for index, level in enumerate(outer.split("/")):
+        if level == "#":
+            return True
+        if index >= len(levels) or levels[index] == "#":
+            return False
+        if level != "+" and level != levels[index]:
+            return False
+    return len(outer.split("/")) == len(levels)
+
+
 @attrs.frozen
 class Subscription:
     """One SUBSCRIBE entry, as granted."""

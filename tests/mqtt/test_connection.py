@@ -157,6 +157,59 @@ def test_topic_aliases_are_resolved_inbound() -> None:
     assert topics == [("a/b", b"1", 1), ("a/b", b"2", 1), ("c", b"3", 1), ("c", b"4", 1)]
 
 
+def client_allowing_aliases(maximum: int | None, **props: int) -> MQTTConnection:
+    """A connection whose MQTT 5 client's CONNECT said Topic Alias Maximum `maximum`."""
+    conn = MQTTConnection()
+    properties = Properties(topic_alias_maximum=maximum, **props)
+    conn.receive_data(encode_packet(Connect("c", 5, properties=properties), 5))
+    conn.next_event()
+    conn.send(ConnAck())
+    conn.data_to_send()
+    return conn
+
+
+def test_topics_sent_get_aliases_when_the_client_allows_them() -> None:
+    conn = client_allowing_aliases(2)
+    for topic in ("a/b", "a/b", "c", "a/b", "d", "c", "d"):
+        conn.send(Publish(topic, b"x"))
+    # 0x30, length, topic, properties (length 3: topic alias 0x23, u16), payload "x"
+    assert conn.data_to_send().hex(" ") == (
+        "30 0a 00 03 61 2f 62 03 23 00 01 78"  # a/b gets alias 1
+        " 30 07 00 00 03 23 00 01 78"  # then the alias alone
+        " 30 08 00 01 63 03 23 00 02 78"  # c gets alias 2
+        " 30 07 00 00 03 23 00 01 78"  # a/b by alias: c is now the least recently used
+        " 30 08 00 01 64 03 23 00 02 78"  # d takes c's alias 2
+        " 30 08 00 01 63 03 23 00 01 78"  # c takes a/b's alias 1
+        " 30 07 00 00 03 23 00 02 78"  # d by alias
+    )
+
+
+@pytest.mark.parametrize("maximum", [None, 0])
+def test_no_aliases_unless_the_client_allows_them(maximum: int | None) -> None:
+    conn = client_allowing_aliases(maximum)
+    conn.send(Publish("a/b", b"x"))
+    conn.send(Publish("a/b", b"x"))
+    assert conn.data_to_send().hex(" ") == "30 07 00 03 61 2f 62 00 78 30 07 00 03 61 2f 62 00 78"
+
+
+def test_a_publish_too_large_for_the_client_assigns_no_alias() -> None:
+    conn = client_allowing_aliases(1, maximum_packet_size=12)
+    with pytest.raises(LocalProtocolError):
+        conn.send(Publish("a/b", b"xx"))  # 13 bytes with its alias: dropped
+    conn.send(Publish("c", b"x"))  # alias 1 is still free
+    conn.send(Publish("c", b"x"))
+    assert (
+        conn.data_to_send().hex(" ") == "30 08 00 01 63 03 23 00 01 78 30 07 00 00 03 23 00 01 78"
+    )
+
+
+def test_3_1_1_publishes_never_carry_aliases() -> None:
+    conn = connected(4)
+    conn.send(Publish("a", b"x"))
+    conn.send(Publish("a", b"x"))
+    assert conn.data_to_send().hex(" ") == "30 04 00 01 61 78 30 04 00 01 61 78"
+
+
 def test_client_maximum_packet_size_limits_what_is_sent() -> None:
     conn = MQTTConnection()
     connect = Connect("c", 5, properties=Properties(maximum_packet_size=20))

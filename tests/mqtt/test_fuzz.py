@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from herald.core.errors import RemoteProtocolError
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
+    ConnAck,
     Connect,
     MQTTConnection,
     Packet,
@@ -157,3 +158,30 @@ def test_publish_round_trip_through_the_server(
     packets, error = feed(connected(version), chunked(data, cuts))
     assert error is None
     assert packets == expected
+
+
+@given(
+    st.integers(1, 4),
+    st.lists(st.sampled_from(["a", "b/c", "d", "e/f/g", "h", "i"]), max_size=40),
+)
+def test_outbound_aliases_resolve_to_the_topics_sent(maximum: int, topics: list[str]) -> None:
+    """A client following MQTT 5.0 section 3.3.2.3.4 reads back every topic herald sent."""
+    conn = MQTTConnection()
+    conn.receive_data(
+        encode_packet(Connect("c", 5, properties=Properties(topic_alias_maximum=maximum)), 5)
+    )
+    conn.next_event()
+    conn.send(ConnAck())
+    conn.data_to_send()
+    for topic in topics:
+        conn.send(Publish(topic, b"x"))
+    aliases: dict[int, str] = {}
+    resolved = []
+    for packet in read_all(conn.data_to_send(), 5):
+        assert isinstance(packet, Publish)
+        alias = packet.properties.topic_alias
+        assert alias is not None and 1 <= alias <= maximum
+        if packet.topic:
+            aliases[alias] = packet.topic
+        resolved.append(aliases[alias])
+    assert resolved == topics

@@ -12,6 +12,9 @@ from herald.plugins.mqtt.codec import (
     ConnAck,
     Connect,
     Disconnect,
+    Publish,
+    PubRec,
+    PubRel,
     ReasonCode,
     Subscribe,
     Subscription,
@@ -122,3 +125,24 @@ async def test_broker_shutdown_tells_mqtt5_clients_why(tmp_path: Path) -> None:
             await client.connect()
         rc = await client.wait_gone()
         assert rc.value == ReasonCode.SERVER_SHUTTING_DOWN
+
+
+async def test_client_still_sending_after_the_disconnect_reads_it(tmp_path: Path) -> None:
+    """The socket lingers after herald's DISCONNECT: a client that answers acks a moment longer
+    (as the Paho suite's does) neither hits a broken pipe nor loses the reason code."""
+    settings = ["mqtt.max_inflight=2", "mqtt.close_timeout=5"]
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path, settings=settings) as broker:
+            raw = await RawClient.open(broker, version=5)
+            await raw.send(Connect("eager", 5, **LOGIN))
+            assert isinstance(await raw.receive(), ConnAck)
+            await raw.send(*(Publish("q2/t", b"x", 2, packet_id=n) for n in (1, 2)))
+            for packet_id in (1, 2):  # 0x10: nobody subscribes to q2/t
+                assert await raw.receive() == PubRec(packet_id, ReasonCode.NO_MATCHING_SUBSCRIBERS)
+            await raw.send(Publish("q2/t", b"x", 2, packet_id=3))  # one over the maximum
+            for _ in range(20):  # the client goes on talking while the DISCONNECT travels
+                await raw.send(PubRel(1), PubRel(2))
+                await trio.sleep(0.01)
+            (disconnect,) = await raw.until_closed()
+            assert isinstance(disconnect, Disconnect)
+            assert disconnect.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED

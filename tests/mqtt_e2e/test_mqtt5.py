@@ -223,3 +223,23 @@ async def test_client_receive_maximum_limits_messages_in_flight(tmp_path: Path) 
                 payloads.append(packet.payload)
             assert payloads == [b"m1", b"m2"]
             await raw.aclose()
+
+
+async def test_outbound_topic_aliases_when_the_client_allows_them(tmp_path: Path) -> None:
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            raw = await raw_v5(broker, "alias-reader", topic_alias_maximum=1)
+            await raw.send(Subscribe(1, [Subscription("out/#", SubscriptionOptions(0))]))
+            assert await raw.receive() == SubAck(1, [0])
+            publisher = Paho(broker, version=5)
+            await publisher.connect()
+            for topic in ("out/long/topic/name", "out/long/topic/name", "out/other"):
+                await publisher.publish(topic, b"m", 1)
+            received = []
+            for _ in range(3):
+                packet = await raw.receive()
+                assert isinstance(packet, Publish)
+                received.append((packet.topic, packet.properties.topic_alias))
+            # the raw reader resolves nothing: it shows the wire
+            assert received == [("out/long/topic/name", 1), ("", 1), ("out/other", 1)]
+            await raw.aclose()

@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 import trio
 
 from herald.plugins.mqtt.codec import (
+    NEED_DATA,
     ConnAck,
     Connect,
+    Packet,
+    PacketReader,
+    Publish,
     SubAck,
     Subscribe,
     Subscription,
     SubscriptionOptions,
+    encode_packet,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker
+from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, port
 
 TRANSPORTS = ["tcp", "websockets"]
 
@@ -187,3 +193,71 @@ async def test_invalid_filter_gets_a_failure_code(tmp_path: Path) -> None:
             assert isinstance(suback, SubAck)
             assert list(suback.reason_codes) == [0x8F, 0x8F, 1]  # topic filter invalid, granted
             await client.aclose()
+
+
+def _sync_client(broker_port: int, client_id: str) -> tuple[socket.socket, PacketReader]:
+    sock = socket.create_connection(("127.0.0.1", broker_port), timeout=10)
+    sock.sendall(encode_packet(Connect(client_id, 4, username="guest", password=b"guest"), 4))
+    reader = PacketReader()
+    assert isinstance(_next_packet(sock, reader), ConnAck)
+    return sock, reader
+
+
+def _next_packet(sock: socket.socket, reader: PacketReader) -> Packet:
+    while (packet := reader.next_packet(4)) is NEED_DATA:
+        data = sock.recv(65536)
+        assert data, "the broker closed the connection"
+        reader.receive_data(data)
+    return packet  # type: ignore[return-value]
+
+
+def _subscribe_then_publish(broker_port: int, rounds: int) -> list[bytes]:
+    """Like the Paho interop suite: B sends SUBSCRIBE, A publishes at once, without waiting
+    for the SUBACK; returns what B received."""
+    publisher, _ = _sync_client(broker_port, "eager-publisher")
+    subscriber, reader = _sync_client(broker_port, "eager-subscriber")
+    received = []
+    try:
+        for n in range(rounds):
+            topic = f"eager/{n}"
+            subscriber.sendall(encode_packet(Subscribe(n + 1, [Subscription(topic)]), 4))
+            publisher.sendall(encode_packet(Publish(topic, b"%d" % n), 4))
+            assert isinstance(_next_packet(subscriber, reader), SubAck)
+            publisher.sendall(encode_packet(Publish(topic, b"end"), 4))  # after the SUBACK
+            while (payload := _next_packet(subscriber, reader).payload) != b"end":  # type: ignore[attr-defined]
+                received.append(payload)
+    finally:
+        publisher.close()
+        subscriber.close()
+    return received
+
+
+async def test_subscribe_sent_just_before_a_publish_elsewhere_applies_to_it(
+    tmp_path: Path,
+) -> None:
+    """Packets that reach the broker in the same wakeup are handled SUBSCRIBE first, as by a
+    broker that reads its sockets in order (Trio runs ready tasks in random order)."""
+    rounds = 30
+    with trio.fail_after(30):
+        async with mqtt_broker(tmp_path) as broker:
+            received = await trio.to_thread.run_sync(_subscribe_then_publish, port(broker), rounds)
+    assert received == [b"%d" % n for n in range(rounds)]
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_subscribe_denied_filters_are_refused(tmp_path: Path, version: int) -> None:
+    """`mqtt.subscribe_denied` (the Paho interop suite's "test/nosubscribe"): SUBACK 0x80 for
+    the filter and any under it; the other filters of the same SUBSCRIBE are granted."""
+    settings = ['mqtt.subscribe_denied=["test/nosubscribe", "private/#"]']
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path, settings=settings) as broker:
+            client = Paho(broker, version=version)
+            await client.connect()
+            for topic_filter in ("test/nosubscribe", "private/a/+", "private/#"):
+                (code,) = await client.subscribe(topic_filter, 1)
+                assert code.value == 0x80
+            (code,) = await client.subscribe("test/+", 1)  # wider than the denied filter: granted
+            assert code.value == 1
+            await client.publish("test/nosubscribe", b"via test/+", 1)
+            assert (await client.message()).topic == "test/nosubscribe"
+            await client.disconnect()

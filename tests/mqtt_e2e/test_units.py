@@ -21,7 +21,12 @@ from herald.plugins.mqtt.config import MQTTConfig
 from herald.plugins.mqtt.message_codec import MQTTMessageCodec, pack, unpack
 from herald.plugins.mqtt.plugin import SNIFF_BYTES, sniff
 from herald.plugins.mqtt.retained import RetainedMessage, RetainedStore
-from herald.plugins.mqtt.subscriptions import Subscription, SubscriptionSet, topic_matches
+from herald.plugins.mqtt.subscriptions import (
+    Subscription,
+    SubscriptionSet,
+    filter_covers,
+    topic_matches,
+)
 
 
 @pytest.mark.parametrize("version", [3, 4, 5])
@@ -118,6 +123,26 @@ def test_topic_matches(topic_filter: str, topic: str, expected: bool) -> None:
     assert topic_matches(topic_filter, topic) is expected
 
 
+@pytest.mark.parametrize(
+    ("outer", "inner", "expected"),
+    [
+        ("test/nosubscribe", "test/nosubscribe", True),
+        ("test/nosubscribe", "test/+", False),
+        ("a/#", "a", True),
+        ("a/#", "a/b/+", True),
+        ("a/#", "a/#", True),
+        ("a/+", "a/b", True),
+        ("a/+", "a/+", True),
+        ("a/+", "a/#", False),
+        ("a/+", "a/b/c", False),
+        ("#", "$SYS/x", True),  # a policy, not a match: "#" refuses every filter
+        ("a/b", "a/+", False),
+    ],
+)
+def test_filter_covers(outer: str, inner: str, expected: bool) -> None:
+    assert filter_covers(outer, inner) is expected
+
+
 levels = st.sampled_from(["a", "b", "$s", ""])
 topics = st.lists(levels, min_size=1, max_size=4).map("/".join)
 filters = st.builds(
@@ -134,6 +159,14 @@ def test_retained_trie_matches_like_topic_matches(stored: list[str], topic_filte
         retained.put(RetainedMessage(topic, b"x", 0, NO_PROPERTIES))
     found = [m.topic for m in retained.match(topic_filter)]
     assert found == sorted(t for t in stored if topic_matches(topic_filter, t))
+
+
+@given(filters, filters, topics)
+def test_a_covered_filter_matches_nothing_its_cover_does_not(
+    outer: str, inner: str, topic: str
+) -> None:
+    if filter_covers(outer, inner) and topic_matches(inner, topic):
+        assert topic_matches(outer, topic) or topic.startswith("$")
 
 
 def test_retained_empty_payload_deletes_and_expiry_drops() -> None:
@@ -172,6 +205,8 @@ def test_subscription_json_round_trip() -> None:
         ("mqtt.max_inflight=0", "max_inflight"),
         ("mqtt.ws_path=mqtt", "ws_path"),
         ("mqtt.port=70000", "port"),
+        ('mqtt.subscribe_denied=["a/#/b"]', "subscribe_denied"),
+        ("mqtt.close_timeout=0", "close_timeout"),
     ],
 )
 def test_bad_config_names_the_key(setting: str, key: str) -> None:

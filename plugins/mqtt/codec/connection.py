@@ -3,8 +3,13 @@
 Bytes go in through `receive_data`, packets come out of `next_event`; packets go in through
 `send` and bytes come out of `data_to_send`. The protocol level is learned from CONNECT and
 used for every packet after it. The connection keeps the state the wire itself needs: the
-state machine (state.py), the inbound topic aliases of MQTT 5 (resolved here, like HPACK in
-h2), the client's Maximum Packet Size, and PINGREQ, which it answers itself.
+state machine (state.py), the topic aliases of MQTT 5 both ways (resolved and assigned here,
+like HPACK in h2), the client's Maximum Packet Size, and PINGREQ, which it answers itself.
+
+Outbound aliases: when the client's CONNECT allows N > 0, the first N topics sent get aliases
+1..N (the first PUBLISH of each carries topic and alias, later ones the alias alone); past N,
+the least recently used alias is given to the new topic (the client overwrites its mapping,
+MQTT 5.0 section 3.3.2.3.4).
 
 Errors: whatever the client gets wrong raises `RemoteProtocolError` with an MQTT 5 reason code
 in `.code`, once; afterwards `next_event` raises again and `error_reply()` gives the packet to
@@ -72,6 +77,8 @@ class MQTTConnection:
         self._error: RemoteProtocolError | None = None
         self._aliases: dict[int, str] = {}
         self._topic_alias_maximum = 0
+        self._out_aliases: dict[str, int] = {}  # topic -> alias, least recently used first
+        self._peer_alias_maximum = 0
         self._pings_due = 0
         self.supported_versions = frozenset(versions)
         self.peer_max_packet_size: int | None = None
@@ -153,6 +160,7 @@ class MQTTConnection:
         self._version = packet.protocol_level
         if self._version == 5:
             self.peer_max_packet_size = packet.properties.maximum_packet_size
+            self._peer_alias_maximum = packet.properties.topic_alias_maximum or 0
 
     def _resolve_alias(self, packet: Publish) -> Publish:
         props = packet.properties
@@ -193,6 +201,12 @@ class MQTTConnection:
         version = self._version or self._reply_version()
         if cls in MQTT5_ONLY_SENDS and version != 5:
             raise LocalProtocolError(f"a server sends {cls.TYPE.name} in MQTT 5 only")
+        topic = None  # set when this PUBLISH gets an alias, committed once it is sent
+        if cls is Publish and self._peer_alias_maximum:
+            publish: Publish = packet  # type: ignore[assignment]
+            if publish.properties.topic_alias is None:
+                topic = publish.topic
+                packet = self._with_alias(publish)
         data = encode_packet(packet, version)
         if self.peer_max_packet_size is not None and len(data) > self.peer_max_packet_size:
             raise LocalProtocolError(
@@ -200,10 +214,32 @@ class MQTTConnection:
                 f"{self.peer_max_packet_size}",
                 ReasonCode.PACKET_TOO_LARGE,
             )
+        if topic is not None:
+            self._alias_used(topic, packet.properties.topic_alias)  # type: ignore[attr-defined]
         self._out.append(data)
         if cls is ConnAck and new_state is ConnectionState.CONNECTED:
             self._topic_alias_maximum = packet.properties.topic_alias_maximum or 0  # type: ignore[attr-defined]
         self._state = new_state
+
+    def _with_alias(self, packet: Publish) -> Publish:
+        """`packet` with the alias its topic has, or will get once sent."""
+        aliases = self._out_aliases
+        alias = aliases.get(packet.topic)
+        if alias is not None:
+            props = attrs.evolve(packet.properties, topic_alias=alias)
+            return attrs.evolve(packet, topic="", properties=props)
+        if len(aliases) < self._peer_alias_maximum:
+            alias = len(aliases) + 1
+        else:
+            alias = next(iter(aliases.values()))  # the least recently used one
+        return attrs.evolve(packet, properties=attrs.evolve(packet.properties, topic_alias=alias))
+
+    def _alias_used(self, topic: str, alias: int) -> None:
+        """A PUBLISH with `alias` for `topic` went out: remember it, most recently used last."""
+        aliases = self._out_aliases
+        if aliases.pop(topic, None) is None and len(aliases) >= self._peer_alias_maximum:
+            del aliases[next(iter(aliases))]  # the client now maps that alias to `topic`
+        aliases[topic] = alias
 
     def _answer_pings(self) -> None:
         while self._pings_due and self._state is ConnectionState.CONNECTED:
