@@ -26,7 +26,7 @@ from herald.core.arguments import (
     freeze_value,
     identity,
 )
-from herald.core.errors import CommandInvalid, PreconditionFailed
+from herald.core.errors import PreconditionFailed
 from herald.core.topic_trie import TopicTrie
 
 __all__ = [
@@ -471,7 +471,8 @@ def make_exchange(
     """A new exchange of `type`; `PreconditionFailed` for a type herald does not know."""
     cls = EXCHANGE_TYPES.get(type)
     if cls is None:
-        raise CommandInvalid(f"unknown exchange type '{type}'")
+        # A channel error since RabbitMQ 3.12.x (rabbitmq-server#11214); it was 503 before.
+        raise PreconditionFailed(f"unknown exchange type '{type}'")
     return cls(
         name, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
     )

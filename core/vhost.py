@@ -301,8 +301,12 @@ class VirtualHost:
         *,
         owner: Hashable | None = None,
     ) -> None:
-        destination = self.get_queue(queue, owner=owner)
-        source = self._bindable(exchange)
+        """Remove a binding; as in RabbitMQ, a missing queue or exchange is no error."""
+        try:
+            destination = self.get_queue(queue, owner=owner)
+            source = self._bindable(exchange)
+        except NotFound:
+            return
         self._forget_binding(source, destination, routing_key, arguments or {})
 
     def bind_exchange(
@@ -323,9 +327,12 @@ class VirtualHost:
         routing_key: str = "",
         arguments: Mapping[str, Any] | None = None,
     ) -> None:
-        self._forget_binding(
-            self._bindable(source), self._bindable(destination), routing_key, arguments or {}
-        )
+        """Remove a binding; as in RabbitMQ, a missing exchange is no error."""
+        try:
+            found = self._bindable(source), self._bindable(destination)
+        except NotFound:
+            return
+        self._forget_binding(*found, routing_key, arguments or {})
 
     def _bindable(self, name: str) -> Exchange:
         if name == DEFAULT_EXCHANGE:

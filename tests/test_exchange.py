@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.core.errors import CommandInvalid, PreconditionFailed
+from herald.core.errors import PreconditionFailed
 from herald.core.exchange import (
     Binding,
     DirectExchange,
@@ -65,11 +65,11 @@ def test_make_exchange_builds_each_type(type_name: str, cls: type[Exchange]) -> 
     assert exchange.binding_count == 0
 
 
-def test_unknown_type_is_command_invalid() -> None:
-    """RabbitMQ answers an unknown exchange type with 503 COMMAND_INVALID (a connection error)."""
-    with pytest.raises(CommandInvalid) as info:
+def test_unknown_type_is_precondition_failed() -> None:
+    """RabbitMQ (since 3.12.x) answers an unknown exchange type with 406, a channel error."""
+    with pytest.raises(PreconditionFailed) as info:
         make_exchange("x", "x-consistent-hash")
-    assert info.value.reply_code == 503 and info.value.connection_level
+    assert info.value.reply_code == 406 and not info.value.connection_level
     assert info.value.reply_text == "unknown exchange type 'x-consistent-hash'"
 
 

@@ -144,11 +144,12 @@ def test_channel_error_closes_only_the_channel(connection: pika.BlockingConnecti
     assert other.queue_declare("fine").method.queue == "fine"
 
 
-def test_unknown_exchange_type_closes_the_connection(connection: pika.BlockingConnection) -> None:
+def test_unknown_exchange_type_closes_only_the_channel(connection: pika.BlockingConnection) -> None:
     channel = connection.channel()
-    with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
+    with pytest.raises(pika.exceptions.ChannelClosedByBroker) as caught:
         channel.exchange_declare("e", exchange_type="nonsense")
-    assert caught.value.reply_code == 503
+    assert caught.value.reply_code == 406  # RabbitMQ since 3.12.x; 503 before
+    assert connection.is_open
 
 
 def test_exclusive_queue_is_locked_then_deleted_with_its_connection(broker: BrokerThread) -> None:

@@ -104,6 +104,20 @@ def test_exchange_to_exchange_binding(channel: BlockingChannel) -> None:
     assert ready(channel, queue) == 1
 
 
+def test_unbinding_what_is_gone_succeeds(channel: BlockingChannel) -> None:
+    """RabbitMQ answers unbind-ok when the queue, the exchange or the binding is missing
+    (aio-pika's RPC unbinds its reply queue after the queue auto-deleted)."""
+    channel.exchange_declare("unbind-x", exchange_type="headers")
+    channel.queue_declare("unbind-q")
+    channel.queue_bind("unbind-q", "unbind-x", arguments={"x-match": "any", "k": 1})
+    channel.queue_unbind("unbind-q", "unbind-x", arguments={"other": 1})  # no such binding
+    channel.queue_delete("unbind-q")
+    channel.queue_unbind("unbind-q", "unbind-x", arguments={"x-match": "any", "k": 1})
+    channel.queue_unbind("no-queue", "no-exchange")
+    channel.exchange_unbind("no-destination", "no-source", "k")
+    assert channel.is_open
+
+
 def test_basic_get_and_get_empty(channel: BlockingChannel) -> None:
     channel.queue_declare("q")
     for body in (b"1", b"2"):
