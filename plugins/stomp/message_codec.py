@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 PROTOCOL: Final = "stomp"
 _LENGTH = struct.Struct(">I")
 _now = time.time
+MAX_PRIORITY: Final = 255
+MAX_EXPIRATION: Final = 2**32 - 1
+"""RabbitMQ's bound on per-message TTLs (ms); larger values are a precondition failure."""
 
 FRAME_HEADERS: Final = frozenset({"destination", "receipt", "transaction", "content-length"})
 """SEND headers that describe the frame, not the message: never stored."""
@@ -119,26 +122,38 @@ def first_values(headers: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 def parse_expiration(text: str) -> int:
-    """A per-message TTL in ms; anything but a non-negative integer is refused, as RabbitMQ."""
-    if not (text.isascii() and text.isdigit()):
+    """A per-message TTL in ms: an integer from 0 to 2^32-1, as RabbitMQ accepts.
+
+    Anything else is the client's mistake, refused here rather than by the store (which
+    cannot hold it) as an internal error.
+    """
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_EXPIRATION:
         raise FrameError(
-            "Invalid header", f"invalid expiration '{text}': expected a non-negative integer (ms)"
+            "Invalid header",
+            f"invalid expiration '{text}': expected an integer from 0 to {MAX_EXPIRATION} (ms)",
         )
     return int(text)
+
+
+def parse_priority(text: str) -> int:
+    """A message priority: an integer from 0 to 255 (AMQP's octet, what queues rank by)."""
+    try:
+        priority = int(text)
+    except ValueError:
+        priority = -1
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise FrameError(
+            "Invalid header",
+            f"invalid priority '{text}': expected an integer from 0 to {MAX_PRIORITY}",
+        )
+    return priority
 
 
 def kernel_message(headers: Headers, body: bytes, exchange: str, routing_key: str) -> Message:
     """The kernel message for a SEND whose stored headers are `headers`."""
     values = first_values(headers)
-    priority = 0
     text = values.get("priority")
-    if text is not None:
-        try:
-            priority = max(0, int(text))
-        except ValueError:
-            raise FrameError(
-                "Invalid header", f"invalid priority '{text}': expected an integer"
-            ) from None
+    priority = parse_priority(text) if text is not None else 0
     expiration = values.get("expiration")
     application = {k: v for k, v in values.items() if k not in _PROPERTY_NAMES}
     return Message(

@@ -18,6 +18,7 @@ final ERROR is not lost to a reset when the client was still sending (an oversiz
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -131,37 +132,39 @@ async def serve_websocket(
     *,
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    async def handle(request: trio_websocket.WebSocketRequest) -> None:
-        try:
-            await _serve_request(broker, config, request)
-        except trio_websocket.ConnectionClosed:
-            log.debug("stomp websocket client went away during the handshake")
-        except Exception:  # one connection's failure must not end the listener
-            log.exception("stomp websocket connection handler failed; closing that connection")
+    """Web-STOMP on `[stomp] ws_host:ws_port`, over TCP streams herald owns.
+
+    trio-websocket's own server closes a connection only when the close handshake completes,
+    so a client that never answers the server's Close (after an oversized message, say) would
+    keep its socket forever; here serve_tcp closes every stream when its handler returns.
+    """
+
+    async def handle(stream: trio.abc.Stream) -> None:
+        async with trio.open_nursery() as nursery:  # runs trio-websocket's reader task
+            try:
+                request = None
+                with trio.move_on_after(config.handshake_timeout):
+                    request = await trio_websocket.wrap_server_stream(
+                        nursery, stream, max_message_size=2 * config.max_frame_size
+                    )
+                if request is not None:
+                    await _serve_request(broker, config, request, stream)
+            except trio_websocket.ConnectionClosed:
+                log.debug("stomp websocket client went away during the handshake")
+            finally:
+                nursery.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
-        server = await nursery.start(
-            partial(
-                trio_websocket.serve_websocket,
-                handle,
-                config.ws_host or None,
-                config.ws_port,
-                None,
-                max_message_size=2 * config.max_frame_size,
-                connect_timeout=config.handshake_timeout,
-                disconnect_timeout=config.close_timeout,
-            )
-        )
-        bound = [
-            Listener(PROTOCOL, "ws", str(endpoint.address), endpoint.port)
-            for endpoint in server.listeners
-            if not isinstance(endpoint, str)
-        ]
-        task_status.started(bound)
+        tcp = partial(serve_tcp, handle, config.ws_host, config.ws_port, protocol=PROTOCOL)
+        bound: list[Listener] = await nursery.start(tcp)
+        task_status.started([Listener(PROTOCOL, "ws", b.host, b.port) for b in bound])
 
 
 async def _serve_request(
-    broker: Broker, config: StompConfig, request: trio_websocket.WebSocketRequest
+    broker: Broker,
+    config: StompConfig,
+    request: trio_websocket.WebSocketRequest,
+    stream: trio.abc.Stream,
 ) -> None:
     if request.path.partition("?")[0] != config.ws_path:
         await request.reject(404, body=b"no STOMP endpoint here\n")
@@ -169,10 +172,7 @@ async def _serve_request(
     offered = request.proposed_subprotocols
     chosen = next((p for p in SUBPROTOCOLS if p in offered), None)
     ws = await request.accept(subprotocol=chosen)
-    remote = request.remote
-    host = getattr(remote, "address", None)
-    peer = f"{host}:{getattr(remote, 'port', '')}" if host is not None else str(remote)
-    await run_connection(broker, config, WebSocketTransport(ws), peer, _text(host))
+    await run_connection(broker, config, WebSocketTransport(ws), peer_name(stream), _host(stream))
 
 
 async def run_connection(
@@ -222,8 +222,8 @@ async def _write(session: Session, transport: Transport) -> None:
             session.written()
         if session.done:
             rest = session.data_to_send()
-            if rest:
-                with trio.move_on_after(session.config.close_timeout):
+            if rest:  # a last ERROR or RECEIPT; the client may be gone already
+                with trio.move_on_after(session.config.close_timeout), contextlib.suppress(*_LOST):
                     await transport.send(rest)
             return
 
@@ -251,7 +251,3 @@ def _host(stream: Any) -> str | None:
         return str(sock.getpeername()[0]) if sock is not None else None
     except OSError:
         return None
-
-
-def _text(host: object) -> str | None:
-    return None if host is None else str(host)

@@ -104,7 +104,8 @@ class Session:
         self.close_reason = "client closed the connection"
         self._closing = False  # an ERROR was sent or DISCONNECT received: read nothing more
         self._authz: set[tuple[str, str, str]] = set()
-        self._receipts: collections.deque[tuple[int | None, str, bool]] = collections.deque()
+        # (store ticket to wait for, receipt id or None, whether it ends the connection)
+        self._receipts: collections.deque[tuple[int | None, str | None, bool]] = collections.deque()
         self._receipt_ticket = 0
         self._receipt_event = trio.Event()
         self._queued = self._in_flight = 0
@@ -291,7 +292,9 @@ class Session:
         self.transport_full = full
         self.subscriptions.apply_suspension(full)
 
-    def _add_receipt(self, receipt_id: str, ticket: int | None = None, final: bool = False) -> None:
+    def _add_receipt(
+        self, receipt_id: str | None, ticket: int | None = None, final: bool = False
+    ) -> None:
         self._receipts.append((ticket, receipt_id, final))
         if ticket is not None and ticket > self.store.durable_ticket:
             self._receipt_ticket = max(self._receipt_ticket, ticket)
@@ -308,7 +311,8 @@ class Session:
             if ticket is not None and ticket > durable:
                 break
             receipts.popleft()
-            self.codec.send(Frame("RECEIPT", (("receipt-id", receipt_id),)))
+            if receipt_id is not None:
+                self.codec.send(Frame("RECEIPT", (("receipt-id", receipt_id),)))
             if final:
                 self.finish("client disconnected")
 
@@ -320,11 +324,8 @@ class Session:
         if command == "DISCONNECT":
             self._closing = True
             self.teardown()
-            receipt = frame.get("receipt")
-            if receipt is None:
-                self.finish("client disconnected")
-            else:
-                self._add_receipt(receipt, final=True)
+            # Closes after the receipts asked for before it, with its own or without one.
+            self._add_receipt(frame.get("receipt"), final=True)
             return
         try:
             transaction = frame.get("transaction") if command in TRANSACTIONAL else None

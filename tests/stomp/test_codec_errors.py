@@ -16,7 +16,7 @@ from herald.plugins.stomp.codec import (
     StompLimits,
     encode_frame,
 )
-from tests.stomp.codec_helpers import opened
+from tests.stomp.codec_helpers import ALL_COMMANDS, opened
 
 SMALL = StompLimits(max_frame_size=200, max_headers=3, max_header_line=40, max_body_size=50)
 
@@ -126,6 +126,8 @@ def expect_error(conn: StompConnection, chunks: list[bytes], fragment: str) -> i
 @pytest.mark.parametrize(("version", "wire", "fragment"), MALFORMED.values(), ids=MALFORMED.keys())
 def test_malformed(version: str, wire: bytes, fragment: str) -> None:
     expect_error(opened(version), [wire], fragment)
+    if fragment.startswith("unknown command"):  # refused at its first byte: 'F...'
+        fragment = "unknown command"
     expect_error(opened(version), [wire[i : i + 1] for i in range(len(wire))], fragment)
 
 
@@ -146,9 +148,30 @@ def test_limits(
         expect_error(conn, [wire[-1:]], fragment)
 
 
-def test_unknown_command_fails_without_waiting_for_a_line_end() -> None:
-    conn = opened()
-    assert expect_error(conn, [b"X"] * 100, "unknown command") == 13
+@pytest.mark.parametrize(
+    ("chunks", "at"),
+    [
+        ([b"X"] * 100, 1),  # no command starts with X
+        ([b"S", b"E", b"N", b"X"], 4),
+        ([b"\x16", b"\x03", b"\x01"], 1),  # a TLS ClientHello at the plain port
+        ([b"\x00"] * 5, 1),
+        ([b"UNSUBSCRIBE\r", b"X", b"X"], 2),  # a whole command and CR, then no LF
+        ([b"SEND\r", b"\r"], 2),
+    ],
+)
+def test_unknown_command_fails_at_its_first_impossible_byte(chunks: list[bytes], at: int) -> None:
+    """Garbage is refused before a line end, and before the connection is even open."""
+    assert expect_error(opened(), chunks, "unknown command") == at
+    assert expect_error(StompConnection(), chunks, "unknown command") == at
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_every_command_prefix_waits_for_more(version: str) -> None:
+    for command in ALL_COMMANDS:
+        conn = opened(version)
+        for end in range(1, len(command) + 1):
+            conn.receive_data(command[end - 1 : end].encode())
+            assert conn.next_event() is NEED_DATA, command[:end]
 
 
 def test_limit_error_comes_before_the_body() -> None:

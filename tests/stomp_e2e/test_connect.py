@@ -141,6 +141,31 @@ async def test_receipts_answer_every_frame_that_asks(tmp_path: Path) -> None:
             await no_connections(broker)
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+async def test_a_disconnect_without_receipt_still_sends_earlier_receipts(
+    tmp_path: Path, persistent: bool
+) -> None:
+    """Pipelined SENDs with receipts, then a bare DISCONNECT: every receipt, then the close."""
+    sends = b"".join(
+        b"SEND\ndestination:/queue/d\nreceipt:r%d\npersistent:%s\n\n%d\x00"
+        % (number, b"true" if persistent else b"false", number)
+        for number in range(3)
+    )
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path) as broker:
+            raw = await RawClient.open(broker)
+            await raw.connect()
+            await raw.send(sends + b"DISCONNECT\n\n\x00")
+            frames = await raw.until_closed()
+            assert [(f.command, f.get("receipt-id")) for f in frames] == [
+                ("RECEIPT", "r0"),
+                ("RECEIPT", "r1"),
+                ("RECEIPT", "r2"),
+            ]
+            assert broker.default_vhost.queues["d"].message_count == 3
+            await no_connections(broker)
+
+
 async def test_heart_beats_are_negotiated_and_sent(tmp_path: Path) -> None:
     settings = ["stomp.heartbeat_send_min=50", "stomp.heartbeat_receive_min=50"]
     with trio.fail_after(WAIT):

@@ -69,11 +69,29 @@ def test_kernel_message_takes_its_routing_facts_from_the_headers() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("priority", "high"), ("expiration", "-1"), ("expiration", "1s")]
+    ("name", "value"),
+    [
+        ("priority", "high"),
+        ("priority", "-1"),
+        ("priority", "256"),
+        ("priority", "9" * 30),
+        ("expiration", "-1"),
+        ("expiration", "1s"),
+        ("expiration", "4294967296"),
+        ("expiration", "9" * 30),
+        ("expiration", "\u0661"),
+    ],
 )
 def test_kernel_message_refuses_malformed_property_headers(name: str, value: str) -> None:
-    with pytest.raises(FrameError):
+    with pytest.raises(FrameError) as caught:
         kernel_message(((name, value),), b"", "", "q")
+    assert caught.value.message == "Invalid header"
+
+
+def test_property_headers_at_their_bounds_are_accepted() -> None:
+    message = kernel_message((("priority", "255"), ("expiration", "4294967295")), b"", "", "q")
+    assert (message.priority, message.expiration_ms) == (255, 2**32 - 1)
+    assert kernel_message((("priority", "0"), ("expiration", "0")), b"", "", "q").priority == 0
 
 
 def test_decode_maps_headers_to_properties_like_rabbitmq() -> None:

@@ -19,7 +19,7 @@ class StompLimits:
     """Bounds on one inbound frame; every size is in bytes as they appear on the wire."""
 
     max_frame_size: int = attrs.field(default=4 * 1024 * 1024, validator=_positive)
-    """The command, headers and body of one frame together (the NUL and EOLs excluded)."""
+    """The bytes of one frame before its NUL: command line, headers, blank line and body."""
 
     max_headers: int = attrs.field(default=1000, validator=_positive)
     """Header lines in one frame, repeats included."""

@@ -38,6 +38,13 @@ _LF: Final = 10
 _CR: Final = 13
 _ALL_COMMANDS: Final = CLIENT_COMMANDS | SERVER_COMMANDS
 _MAX_COMMAND_LINE: Final = max(map(len, _ALL_COMMANDS)) + 1  # the longest command, then a CR
+_COMMAND_PREFIXES: Final = frozenset(
+    line[:end]
+    for command in _ALL_COMMANDS
+    for line in (command, command + "\r")
+    for end in range(1, len(line) + 1)
+)
+"""Every start of a command line, so garbage is refused at its first impossible byte."""
 _FIRST_WINDOW: Final = 512  # bytes searched for the end of the headers before widening
 
 
@@ -59,6 +66,7 @@ class FrameReader:
         "_counted",
         "_head",
         "_limits",
+        "_line_start",
         "_lines",
         "_peer",
         "_scan",
@@ -78,6 +86,7 @@ class FrameReader:
         self._scan = 0  # the header-end or NUL search resumes here
         self._counted = 0  # the bytes of an incomplete head before this offset were checked
         self._lines = 0  # header lines counted before `_counted`
+        self._line_start = 0  # where the header line arriving at `_counted` starts
 
     def feed(self, data: bytes) -> None:
         """Append received bytes; nothing is parsed until `next_event`."""
@@ -111,7 +120,7 @@ class FrameReader:
                 return NEED_DATA
             self._head = head
             self._scan = head.body_start
-            self._counted = self._lines = 0
+            self._counted = self._lines = self._line_start = 0
         return self._read_body(head)
 
     # -- the command line and headers ------------------------------------------------------
@@ -229,9 +238,9 @@ class FrameReader:
         buffer = self._buffer
         nl = buffer.find(b"\n", 0, _MAX_COMMAND_LINE + 1)
         if nl < 0:
-            if size > _MAX_COMMAND_LINE:
-                shown = bytes(buffer[:_MAX_COMMAND_LINE]).decode("latin-1") + "..."
-                raise LocalProtocolError(f"unknown command {shown!r}")
+            start = bytes(buffer[:_MAX_COMMAND_LINE]).decode("latin-1")
+            if size > _MAX_COMMAND_LINE or start not in _COMMAND_PREFIXES:  # TLS, HTTP...
+                raise LocalProtocolError(f"unknown command {start + '...'!r}")
             return
         self._command(bytes(buffer[:nl]).decode("latin-1"), crlf)
         if size > limits.max_frame_size:
@@ -239,13 +248,28 @@ class FrameReader:
         start = max(self._counted, nl + 1)
         if buffer.find(b"\x00", start, size) >= 0:
             raise _nul_in_headers()
-        window = size - limits.max_header_line - 1
-        if window > nl and buffer.rfind(b"\n", window, size) < 0:
-            raise self._line_too_long()
-        self._lines += buffer.count(b"\n", start, size)
+        lines = buffer.count(b"\n", start, size)
+        self._lines += lines
         if self._lines > limits.max_headers:
             raise self._too_many_headers()
+        # Every line completed since the last check, then the one still arriving, is measured
+        # as the complete head will be (without the CR of a CR LF), so the verdict does not
+        # depend on where the reads split the frame.
+        line_start = max(self._line_start, nl + 1)
+        for _ in range(lines):
+            end = buffer.find(b"\n", line_start, size)
+            self._check_line(line_start, end, crlf)
+            line_start = end + 1
+        self._check_line(line_start, size, crlf)
+        self._line_start = line_start
         self._counted = size
+
+    def _check_line(self, start: int, end: int, crlf: bool) -> None:
+        length = end - start
+        if crlf and length and self._buffer[end - 1] == _CR:
+            length -= 1
+        if length > self._limits.max_header_line:
+            raise self._line_too_long()
 
     def _content_length(self, value: str, body_start: int) -> int:
         if not (value.isascii() and value.isdigit()):
