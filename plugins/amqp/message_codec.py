@@ -46,6 +46,7 @@ PROTOCOL = "amqp"
 _LENGTH = struct.Struct(">I")
 _now = time.time
 _NEUTRAL_FIELDS = tuple(f.name for f in attrs.fields(Properties))  # the 13 beside cluster_id
+MAX_EXPIRATION = 2**32 - 1  # RabbitMQ's largest per-message TTL (ms), as in STOMP
 
 
 def pack(raw_properties: bytes, body: bytes) -> bytes:
@@ -66,9 +67,12 @@ def split(raw: bytes) -> tuple[bytes, bytes]:
 
 
 def parse_expiration(text: str) -> int:
-    """The per-message TTL in ms; RabbitMQ refuses anything but a non-negative integer (406)."""
-    if not (text.isascii() and text.isdigit()):
-        raise PreconditionFailed(f"invalid expiration '{text}': not a non-negative integer")
+    """The per-message TTL in ms; RabbitMQ refuses (406) anything but an integer from 0 to
+    2^32-1, so no TTL reaches the store that its record cannot hold."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 10 or int(text) > MAX_EXPIRATION:
+        raise PreconditionFailed(
+            f"invalid expiration '{text[:32]}': expected an integer from 0 to {MAX_EXPIRATION} (ms)"
+        )
     return int(text)
 
 

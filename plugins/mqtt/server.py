@@ -6,9 +6,10 @@ in one write), and a timer task (handshake and keep alive deadlines). The writer
 the session is done and its last bytes are out — ends the connection; then the socket lingers
 (write side shut, reading and discarding for `close_timeout`), so a client that is still
 sending does not make the kernel answer with a reset that destroys the last DISCONNECT or
-CONNACK before the client read it. TCP connections are
-isolated by `herald.core.listeners.serve_tcp`; WebSocket handlers catch their own failures,
-so one broken client never takes a listener down.
+CONNACK before the client read it. TCP and WebSocket connections both run on
+`herald.core.listeners.serve_tcp`, which isolates each handler's failures and closes every
+stream when its handler returns (WebSocket ones too: trio-websocket's own server would wait
+forever for a client that never answers the server's Close).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import trio
-from trio_websocket import ConnectionClosed, Endpoint, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
 from herald.core.listeners import peer_name, serve_tcp
 from herald.core.plugin_types import Listener
@@ -112,28 +113,12 @@ async def serve(
     async def handle_stream(stream: trio.abc.Stream) -> None:
         await run_connection(context, StreamTransport(stream), peer_name(stream), _host(stream))
 
-    async def handle_websocket(request: WebSocketRequest) -> None:
-        await _websocket(context, request)
-
     async with trio.open_nursery() as nursery:
         listeners: list[Listener] = await nursery.start(
             partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
         )
         if config.ws_enabled:
-            server = await nursery.start(
-                partial(
-                    serve_websocket,
-                    handle_websocket,
-                    config.ws_host or None,
-                    config.ws_port,
-                    None,
-                    max_message_size=2 * config.max_packet_size,
-                    connect_timeout=config.handshake_timeout,
-                )
-            )
-            for endpoint in server.listeners:
-                if isinstance(endpoint, Endpoint):
-                    listeners.append(Listener(PROTOCOL, "ws", str(endpoint.address), endpoint.port))
+            listeners.extend(await nursery.start(serve_websocket, context))
         task_status.started(listeners)
 
 
@@ -197,7 +182,36 @@ async def _run_timers(session: Session) -> None:
         session.check_timers(trio.current_time())
 
 
-async def _websocket(context: MQTTContext, request: WebSocketRequest) -> None:
+async def serve_websocket(
+    context: MQTTContext, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """MQTT over WebSocket on `[mqtt] ws_host:ws_port`, over TCP streams herald owns."""
+    config = context.config
+
+    async def handle(stream: trio.abc.Stream) -> None:
+        async with trio.open_nursery() as nursery:  # runs trio-websocket's reader task
+            try:
+                request = None
+                with trio.move_on_after(config.handshake_timeout):
+                    request = await wrap_server_stream(
+                        nursery, stream, max_message_size=2 * config.max_packet_size
+                    )
+                if request is not None:
+                    await _websocket(context, request, stream)
+            except ConnectionClosed:
+                log.debug("mqtt WebSocket client went away during the handshake")
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        tcp = partial(serve_tcp, handle, config.ws_host, config.ws_port, protocol=PROTOCOL)
+        bound: list[Listener] = await nursery.start(tcp)
+        task_status.started([Listener(PROTOCOL, "ws", b.host, b.port) for b in bound])
+
+
+async def _websocket(
+    context: MQTTContext, request: WebSocketRequest, stream: trio.abc.Stream
+) -> None:
     path = request.path.partition("?")[0]
     if path != context.config.ws_path:
         await request.reject(404, body=b"not an MQTT endpoint\n")
@@ -205,18 +219,12 @@ async def _websocket(context: MQTTContext, request: WebSocketRequest) -> None:
     offered = request.proposed_subprotocols
     subprotocol = next((p for p in SUBPROTOCOLS if p in offered), None)
     websocket = await request.accept(subprotocol=subprotocol)
-    remote = websocket.remote
-    if isinstance(remote, Endpoint):
-        host = str(remote.address)
-        peer = f"[{host}]:{remote.port}" if ":" in host else f"{host}:{remote.port}"
-    else:
-        host, peer = None, str(remote)
     try:
-        await run_connection(context, WebSocketTransport(websocket), peer, host)
-    except Exception:
-        log.exception("mqtt WebSocket connection handler failed; closing that connection")
+        await run_connection(
+            context, WebSocketTransport(websocket), peer_name(stream), _host(stream)
+        )
     finally:
-        with trio.move_on_after(1):
+        with trio.move_on_after(context.config.close_timeout):
             await websocket.aclose()
 
 

@@ -6,8 +6,9 @@ thread (`BrokerThread`), and each test is an ordinary synchronous function that 
 over 127.0.0.1 like any application would. To touch the broker's state (raise an alarm, look at
 a queue) a test calls `broker.call(fn, *args)`, which runs `fn` on the broker's Trio thread.
 
-Every broker uses the memory store; `MemoryStoreData` kept by a test and handed to a second
-`BrokerThread` is a restart on the same data. Every client call is bounded by a timeout
+Every broker uses the memory store (or, with `commitlog=True`, the commit-log store in its
+data directory); `MemoryStoreData` kept by a test and handed to a second `BrokerThread` is a
+restart on the same data. Every client call is bounded by a timeout
 (`CLIENT_TIMEOUT`), and starting or stopping a broker by `START_TIMEOUT`.
 """
 
@@ -25,6 +26,7 @@ import trio
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.plugins.amqp import plugin as amqp_plugin
+from herald.storage import commitlog as commitlog_plugin
 from herald.storage.memory import MemoryStore, MemoryStoreData
 
 CLIENT_TIMEOUT = 10.0
@@ -36,11 +38,19 @@ class BrokerThread:
     """An embedded broker with the AMQP plugin, served by `trio.run` in a daemon thread."""
 
     def __init__(
-        self, data_dir: Path, data: MemoryStoreData | None = None, settings: Sequence[str] = ()
+        self,
+        data_dir: Path,
+        data: MemoryStoreData | None = None,
+        settings: Sequence[str] = (),
+        *,
+        commitlog: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.data = data if data is not None else MemoryStoreData()
+        self.commitlog = commitlog
         self.settings = ["amqp.host=127.0.0.1", "amqp.port=0", *settings]
+        if commitlog:
+            self.settings += ["store.backend=commitlog", "commitlog.segment_size=1048576"]
         self.broker: Broker | None = None
         self.port = 0
         self._token: trio.lowlevel.TrioToken | None = None
@@ -64,8 +74,8 @@ class BrokerThread:
             settings=self.settings,
             data_dir=self.data_dir,
             load_entrypoints=False,
-            extra_plugins=[amqp_plugin],
-            store=MemoryStore(self.data),
+            extra_plugins=[amqp_plugin, commitlog_plugin] if self.commitlog else [amqp_plugin],
+            store=None if self.commitlog else MemoryStore(self.data),
         ) as broker:
             self.broker = broker
             self.port = next(lst.port for lst in broker.listeners if lst.protocol == "amqp")

@@ -355,6 +355,38 @@ def test_invalid_publish_properties_are_406(
     assert caught.value.reply_code == 406 and text in caught.value.reply_text
 
 
+def test_out_of_range_expiration_is_406_on_the_commitlog_store(tmp_path: Path) -> None:
+    """A TTL above 2^32-1 ms is refused as RabbitMQ refuses it (406 on the channel), never
+    handed to the store (whose record cannot hold 2^63 or more: it answered 541, connection lost);
+    the largest TTL and priority are stored, delivered, and survive a restart."""
+    persistent = {"delivery_mode": 2}
+    with BrokerThread(tmp_path / "data", commitlog=True) as broker:
+        conn = broker.connect()
+        try:
+            for expiration in ("4294967296", "99999999999999999999"):
+                channel = conn.channel()
+                props = pika.BasicProperties(expiration=expiration, **persistent)
+                channel.basic_publish("", "ttl", b"x", props)
+                with pytest.raises(pika.exceptions.ChannelClosedByBroker) as caught:
+                    channel.queue_declare("after")
+                assert caught.value.reply_code == 406
+                assert "invalid expiration" in caught.value.reply_text
+            channel = conn.channel()
+            channel.queue_declare("ttl", durable=True)
+            props = pika.BasicProperties(expiration="4294967295", priority=255, **persistent)
+            channel.confirm_delivery()
+            channel.basic_publish("", "ttl", b"kept", props)
+        finally:
+            conn.close()
+    with BrokerThread(tmp_path / "data", commitlog=True) as broker:
+        conn = broker.connect()
+        try:
+            _, got, body = conn.channel().basic_get("ttl", auto_ack=True)
+            assert (body, got.expiration, got.priority) == (b"kept", "4294967295", 255)
+        finally:
+            conn.close()
+
+
 def test_publish_to_missing_exchange_is_404(channel: BlockingChannel) -> None:
     channel.basic_publish("missing", "k", b"x")
     with pytest.raises(pika.exceptions.ChannelClosedByBroker) as caught:

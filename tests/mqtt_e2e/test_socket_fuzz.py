@@ -21,9 +21,23 @@ import pytest
 import trio
 
 from herald.core.broker import Broker
-from tests.mqtt_e2e.fuzz_cases import SETTINGS, Case, check, hand_made, random_cases
+from tests.mqtt_e2e.fuzz_cases import (
+    MAX_PACKET_SIZE,
+    SETTINGS,
+    Case,
+    check,
+    connect,
+    hand_made,
+    random_cases,
+)
 from tests.mqtt_e2e.helpers import Paho, mqtt_broker, port
-from tests.socket_fuzz import Outcome, attack
+from tests.socket_fuzz import (
+    Outcome,
+    attack,
+    websocket_frame,
+    websocket_messages,
+    websocket_upgrade,
+)
 
 ATTACK_TIMEOUT = 10.0  # far above every timeout a case waits for: still open is a failure
 STORED = 30  # QoS 1 messages queued for an offline persistent session before the attack
@@ -163,6 +177,50 @@ async def test_hostile_connections_leave_paho_clients_untouched(
     cases = [*hand_made(4, tag), *hand_made(5, tag), *random_cases(seed=1, count=80)]
     with trio.fail_after(60):
         await fuzz(tmp_path, cases, parallel=16)
+    no_errors_logged(caplog)
+
+
+UPGRADE = websocket_upgrade("/mqtt", ["mqtt"])
+WS_CASES = {  # each never answers the server's Close; herald must close the socket anyway
+    "oversized message": ([UPGRADE, websocket_frame(b"x" * (2 * MAX_PACKET_SIZE + 1))], 1009),
+    "oversized after CONNECT": (
+        [
+            UPGRADE,
+            websocket_frame(connect(4, "ws-big")),
+            websocket_frame(b"\0" * 3 * MAX_PACKET_SIZE),
+        ],
+        1009,
+    ),
+    "wrong path": ([websocket_upgrade("/nope", ["mqtt"])], None),
+}
+
+
+@pytest.mark.parametrize("name", WS_CASES)
+async def test_websocket_client_that_never_answers_close_is_closed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str
+) -> None:
+    chunks, close_code = WS_CASES[name]
+    with trio.fail_after(ATTACK_TIMEOUT + 20):
+        async with mqtt_broker(tmp_path, settings=SETTINGS) as broker:
+            bystander = Bystander(broker, 5, "websockets")
+            await bystander.start()
+            outcome = await attack(
+                port(broker, "ws"), chunks, timeout=ATTACK_TIMEOUT, handshake=b"\r\n\r\n"
+            )
+            assert outcome.closed, outcome
+            head, messages = websocket_messages(outcome.received)
+            if close_code is None:
+                assert head.startswith(b"HTTP/1.1 404"), head
+            else:
+                assert head.startswith(b"HTTP/1.1 101"), head
+                assert messages[-1][0] == 8, messages  # a Close frame...
+                assert int.from_bytes(messages[-1][1][:2], "big") == close_code  # ...1009
+            for _ in range(3):
+                await bystander.exchange_one()
+            assert await bystander.received() == bystander.sent
+            with trio.fail_after(5):
+                while len(broker.connections):
+                    await trio.sleep(0.05)
     no_errors_logged(caplog)
 
 
