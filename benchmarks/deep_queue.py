@@ -2,7 +2,7 @@
 
     python benchmarks/deep_queue.py [--messages 10000000] [--small 10000] [--size 100]
                                     [--batch 5000] [--prefetch 1000] [--dir PATH]
-                                    [--segment-mib 256] [--repeat-small 5]
+                                    [--segment-mib 256] [--repeat-small 5] [--probe-reads 0]
 
 Prints one JSON object. One process runs an embedded broker on the commit-log store (a fresh
 data dir in a temporary directory, removed at the end) with one durable queue per scenario:
@@ -19,6 +19,13 @@ all threads): on a shared machine the second is the one to compare, as other pro
 does not change it. The consumer acks what it was delivered in a Trio task, a prefetch window
 at a time (as a protocol session would), so the broker's background service (flushes,
 checkpoints, retention) runs during the drain as it would in production.
+
+Each drain also reports how many garbage collections ran during it (`gc_collections`, per
+generation). `--probe-reads B` (off by default, so the drains are measured as without it) first
+reads the deep queue's first B batches of `queues.load_batch` messages back without consuming
+them, as browsing does, and reports the CPU time per message of the store's `read_queue` and
+of the queue's whole read-back step (`read_queue` plus making the queue entries), the median
+over the batches.
 
 The issue's targets: deep RSS <= 200 MB at 10 M messages, drain_ratio >= 0.8.
 """
@@ -46,6 +53,7 @@ from herald.core.consumer import Consumer
 from herald.core.embedding import embedded
 from herald.core.message import Message, Properties
 from herald.core.queue import Queue, QueueEntry
+from herald.core.swap import SwappedRange
 
 PERSISTENT = Properties(delivery_mode=2)
 MIB = 1024 * 1024
@@ -110,10 +118,17 @@ async def publish(broker: Broker, queue: str, count: int, size: int, batch: int)
     return count / (time.perf_counter() - start)
 
 
-async def drain(queue: Queue, count: int, prefetch: int) -> tuple[float, float]:
+def collections() -> list[int]:
+    """Garbage collections so far, per generation."""
+    return [generation["collections"] for generation in gc.get_stats()]
+
+
+async def drain(queue: Queue, count: int, prefetch: int) -> tuple[float, float, list[int]]:
     """Consume and ack `count` messages from `queue`; returns (msgs per second, msgs per
-    CPU second of this process: what the rate would be with a core to itself)."""
+    CPU second of this process: what the rate would be with a core to itself, and the
+    garbage collections per generation meanwhile)."""
     sink = BatchAckSink()
+    collected = collections()
     start, cpu = time.perf_counter(), time.process_time()
     consumer = queue.add_consumer("bench", sink, prefetch_count=prefetch)
     while sink.acked < count:
@@ -121,9 +136,35 @@ async def drain(queue: Queue, count: int, prefetch: int) -> tuple[float, float]:
             raise RuntimeError(f"drain stalled at {sink.acked} of {count} messages")
         await trio.lowlevel.checkpoint()  # let the broker's services run between windows
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    collected = [after - before for before, after in zip(collected, collections(), strict=True)]
     queue.remove_consumer(consumer)
     assert queue.message_count == 0, queue.message_count
-    return count / elapsed, count / cpu
+    return count / elapsed, count / cpu, collected
+
+
+def probe_reads(broker: Broker, queue: Queue, count: int, batches: int) -> dict[str, float]:
+    """CPU µs per message of reading the queue's first `batches` batches back (median)."""
+    batch = broker.config.queues.load_batch
+    store, queue_id = broker.store, queue.store_id
+    assert queue_id is not None
+    store_times, swap_times = [], []
+    for n in range(min(batches, count // batch)):
+        first = n * batch
+        start = time.process_time()
+        stored = store.read_queue(queue_id, first, count - 1, batch)
+        middle = time.process_time()
+        view = SwappedRange(first, count - 1, count - first, 0, SwappedRange.now_offset())
+        entries = queue.swap.read(view, batch)  # detached entries, as browsing makes
+        end = time.process_time()
+        assert len(stored) == len(entries) == batch
+        del stored, entries
+        store_times.append((middle - start) / batch * 1e6)
+        swap_times.append((end - middle) / batch * 1e6)
+    return {
+        "batches": len(store_times),
+        "read_queue_cpu_us_per_msg": round(statistics.median(store_times), 3),
+        "read_back_cpu_us_per_msg": round(statistics.median(swap_times), 3),
+    }
 
 
 async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
@@ -134,14 +175,15 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     ]
     async with embedded(data_dir=data_dir, plugins=[], settings=settings) as broker:
         vhost = broker.default_vhost
-        small_publish, small_drain, small_cpu = [], [], []
+        small_publish, small_drain, small_cpu, small_gc = [], [], [], [0, 0, 0]
         for n in range(args.repeat_small):
             name = f"small-{n}"
             queue = vhost.declare_queue(name, durable=True)
             small_publish.append(await publish(broker, name, args.small, args.size, args.batch))
-            rate, cpu_rate = await drain(queue, args.small, args.prefetch)
+            rate, cpu_rate, collected = await drain(queue, args.small, args.prefetch)
             small_drain.append(rate)
             small_cpu.append(cpu_rate)
+            small_gc = [a + b for a, b in zip(small_gc, collected, strict=True)]
             vhost.delete_queue(name)
         gc.collect()
         before = memory()
@@ -152,7 +194,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         full = memory()
         stats = queue.statistics()
         store_stats = broker.store.statistics()
-        deep_drain, deep_cpu = await drain(queue, args.messages, args.prefetch)
+        probe = args.probe_reads and probe_reads(broker, queue, args.messages, args.probe_reads)
+        deep_drain, deep_cpu, deep_gc = await drain(queue, args.messages, args.prefetch)
         drained = memory()
         small_rate = statistics.median(small_drain)
         small_cpu_rate = statistics.median(small_cpu)
@@ -163,6 +206,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 "drain_msgs_per_s": round(small_rate),
                 "drain_runs": [round(r) for r in small_drain],
                 "drain_msgs_per_cpu_s": round(small_cpu_rate),
+                "drain_cpu_runs": [round(r) for r in small_cpu],
+                "gc_collections": small_gc,
             },
             "deep": {
                 "messages": args.messages,
@@ -178,6 +223,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
                 "rss_growth_bytes_per_msg": round((full["rss"] - before["rss"]) / args.messages, 2),
                 "drain_msgs_per_s": round(deep_drain),
                 "drain_msgs_per_cpu_s": round(deep_cpu),
+                "gc_collections": deep_gc,
+                **({"read_probe": probe} if args.probe_reads else {}),
             },
             "drain_ratio": round(deep_drain / small_rate, 3),
             "drain_ratio_cpu": round(deep_cpu / small_cpu_rate, 3),
@@ -211,6 +258,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--prefetch", type=int, default=1_000)
     parser.add_argument("--repeat-small", type=int, default=5)
     parser.add_argument("--segment-mib", type=int, default=256)
+    parser.add_argument(
+        "--probe-reads", type=int, default=0, help="batches read back before the deep drain"
+    )
     parser.add_argument("--dir", default=None, help="where the data dir goes (default: $TMPDIR)")
     return parser.parse_args(argv)
 

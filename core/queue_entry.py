@@ -46,6 +46,7 @@ class QueueEntry:
         priority: int,
         expires_at: float | None,
         delivery_count: int = 0,
+        stored: bool = False,
     ) -> None:
         self.queue = queue
         self.offset = offset
@@ -56,7 +57,7 @@ class QueueEntry:
         self.delivery_count = delivery_count
         self.consumer: Consumer | None = None
         self.state = READY
-        self.stored = False
+        self.stored = stored  # in the store: settling it acks it there
 
     @property
     def redelivered(self) -> bool:

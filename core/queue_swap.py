@@ -10,18 +10,25 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from herald.core.queue_entry import GONE
+from herald.core.queue_entry import GONE, QueueEntry
 from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.config import QueuesSection
     from herald.core.queue import Queue
-    from herald.core.queue_entry import QueueEntry
     from herald.core.store import QueueRange, Store, StoredEntry
 
 
 class QueueSwap:
-    __slots__ = ("_queue", "_range_size", "_store", "_tail_buffer", "enabled", "load_batch")
+    __slots__ = (
+        "_expiring",
+        "_queue",
+        "_range_size",
+        "_store",
+        "_tail_buffer",
+        "enabled",
+        "load_batch",
+    )
 
     def __init__(self, queue: Queue, policy: QueuesSection, store: Store) -> None:
         self._queue = queue
@@ -33,6 +40,7 @@ class QueueSwap:
         self._tail_buffer = policy.tail_buffer
         self._range_size = policy.swap_range_size
         self.load_batch = policy.load_batch
+        self._expiring = True  # whether the entries of the last `read` may have a TTL
 
     def swap_out(self, entry: QueueEntry) -> bool:
         """Fold the newest ready entry into the tail range if the backlog is past the tail
@@ -85,15 +93,41 @@ class QueueSwap:
         return entry
 
     def read(self, swapped: SwappedRange, limit: int) -> list[QueueEntry]:
-        """The next `limit` entries of a swapped range, read from the store."""
-        queue_id = self._queue.store_id
+        """The next `limit` entries of a swapped range, read from the store.
+
+        This runs once per message of a deep queue, so the usual case, a message without a
+        TTL, makes its entry directly (`new_entry` would find priority 0, as a queue that
+        swaps has no priorities, and no expiry)."""
+        queue = self._queue
+        queue_id = queue.store_id
         assert queue_id is not None
         stored = self._store.read_queue(queue_id, swapped.offset, swapped.last_offset, limit)
-        offset = swapped.clock_offset
-        return [self.stored_entry(s, offset) for s in stored]
+        clock_offset = swapped.clock_offset
+        if queue.args.message_ttl is not None:
+            self._expiring = True
+            return [self.stored_entry(s, clock_offset) for s in stored]
+        entries = []
+        append = entries.append
+        expiring = False
+        for item in stored:
+            message = item.message
+            if message.expiration_ms is None:
+                append(
+                    QueueEntry(
+                        queue, item.queue_offset, message, 0, None, item.delivery_count, True
+                    )
+                )
+            else:
+                append(self.stored_entry(item, clock_offset))
+                expiring = True
+        self._expiring = expiring
+        return entries
 
     def loaded(self, entries: list[QueueEntry]) -> None:
-        """Entries of a range came into the ready list: start their TTLs."""
+        """Entries of a range came into the ready list (those of the last `read`): start
+        their TTLs, if any has one."""
+        if not self._expiring:
+            return
         clock = self._queue.clock
         for entry in entries:
             if entry.expires_at is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import TYPE_CHECKING, Union
 
 from herald.core.queue_entry import ACQUIRED, GONE, READY
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["ACQUIRED", "GONE", "READY", "ReadyList"]
 
 _COMPACT_MIN = 1024
+_size = attrgetter("size")
 
 Loader = Callable[[SwappedRange, int], "list[QueueEntry]"]
 
@@ -137,7 +139,7 @@ class ReadyList:
         level.popleft()
         self._count_range(swapped, -1)
         if entries:
-            loaded = sum(e.size for e in entries)
+            loaded = sum(map(_size, entries))
             remaining = swapped.count - len(entries)
             last = entries[-1].offset
             if remaining > 0 and last < swapped.last_offset:

@@ -19,7 +19,7 @@ from herald.storage.consume_queue import Entry
 from herald.storage.dispatch import StoreState
 from herald.storage.ledger import QueueState
 from herald.storage.mapped_file import MappedFileQueue
-from herald.storage.message_read import read_message
+from herald.storage.message_read import Failure, read_run
 
 if TYPE_CHECKING:
     from herald.core.message import Message
@@ -103,44 +103,64 @@ class QueueReader:
         """`wanted`'s messages; an unreadable one is logged and its entry dropped. `shared`:
         a message of several queues is decoded once (recovery, until the first append).
 
-        Records close together in one segment are read with one `pread` (a run). This is the
-        per-delivery path of a swapped queue: written out flat."""
+        Records close together in one segment are read with one `pread` (a run): a batch
+        that spans at most `_RUN` bytes of one segment is one run, without looking at each
+        entry. This is the per-delivery path of a swapped queue."""
         entries: list[StoredEntry] = []
-        append = entries.append
         counts = state.counts
-        cache = self.recovered if shared else None
-        read = read_message
         segment_size = self.log.size
         count = len(wanted)
         first = 0
         while first < count:
             start = wanted[first][0]
-            end = start + wanted[first][1]
-            stop = first + 1
-            while stop < count:  # extend the run
-                position, size = wanted[stop][0], wanted[stop][1]
-                if position - end > _GAP or position + size - start > _RUN:
-                    break
-                if position // segment_size != start // segment_size:
-                    break
-                end = position + size
-                stop += 1
-            data = memoryview(self.log.read(start, end - start) or b"")
+            last = wanted[-1]
+            end = last[0] + last[1]
+            if end - start <= _RUN and start // segment_size == last[0] // segment_size:
+                stop = count  # the rest in one read (gaps included: at most _RUN bytes)
+            else:
+                end = start + wanted[first][1]
+                stop = first + 1
+                while stop < count:  # extend the run
+                    position, size = wanted[stop][0], wanted[stop][1]
+                    if position - end > _GAP or position + size - start > _RUN:
+                        break
+                    if position // segment_size != start // segment_size:
+                        break
+                    end = position + size
+                    stop += 1
+            data = self.log.read(start, end - start) or b""
             self.record_reads += stop - first
-            for entry in wanted[first:stop]:
-                position = entry[0]
-                if cache is None or (message := cache.get(position)) is None:
-                    try:
-                        message = read(data, position, position - start)
-                    except rec.RecordError as exc:
-                        self._unreadable(state, position, entry[5], exc)
-                        continue
-                    if cache is not None:
-                        cache[position] = message
-                offset = entry[5]
-                append(StoredEntry(offset, message, counts.get(offset, 0) if counts else 0))
+            run = wanted[first:stop] if first or stop < count else wanted
+            if shared:
+                failed = self._shared(data, start, run, counts, entries)
+            else:
+                failed = read_run(data, start, run, counts, entries)
+            for position, offset, exc in failed:
+                self._unreadable(state, position, offset, exc)
             first = stop
         return entries
+
+    def _shared(
+        self,
+        data: bytes,
+        start: int,
+        run: list[Entry],
+        counts: dict[int, int],
+        entries: list[StoredEntry],
+    ) -> list[Failure]:
+        """`read_run` for recovery: a message already read for another queue is reused."""
+        cache = self.recovered
+        failed: list[Failure] = []
+        for entry in run:
+            position, offset = entry[0], entry[5]
+            message = cache.get(position)
+            if message is None:
+                failed += read_run(data, start, (entry,), counts, entries)
+                if entries and entries[-1].queue_offset == offset:
+                    cache[position] = entries[-1].message
+            else:
+                entries.append(StoredEntry(offset, message, counts.get(offset, 0)))
+        return failed
 
     def _unreadable(self, state: QueueState, position: int, offset: int, exc: Exception) -> None:
         segment = self.log.segment_start(position)

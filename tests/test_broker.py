@@ -8,6 +8,7 @@ must close that connection only.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import trio
 import trio.testing
 
 from herald.core import hookimpl
-from herald.core.broker import Broker
+from herald.core.broker import GC_YOUNG_THRESHOLD, Broker
 from herald.core.embedding import embedded
 from herald.core.listeners import serve_tcp
 from herald.core.plugin_types import ConfigSection, ProtocolSpec
@@ -186,3 +187,18 @@ async def test_in_process_publish_and_consume(kernel: Broker) -> None:
     queue.add_consumer("c", sink)
     vhost.publish(msg("hi", "q"))
     assert sink.bodies == [b"hi"]
+
+
+async def test_a_running_broker_tunes_the_collector_and_restores_it(tmp_path: Path) -> None:
+    """While any broker runs, CPython's first GC threshold is raised and what existed at its
+    start is frozen; the last broker to stop puts the collector back as it found it."""
+    before = gc.get_threshold()
+    async with embedded(data_dir=tmp_path / "a", store=MemoryStore(), plugins=[]):
+        assert gc.get_threshold()[0] >= max(before[0], GC_YOUNG_THRESHOLD)
+        assert gc.get_threshold()[1:] == before[1:]
+        assert gc.get_freeze_count() > 0
+        async with embedded(data_dir=tmp_path / "b", store=MemoryStore(), plugins=[]):
+            pass
+        assert gc.get_threshold()[0] >= GC_YOUNG_THRESHOLD  # the first broker still runs
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0

@@ -144,6 +144,30 @@ async def test_ttl_inside_ranges_expires_on_time(
     assert broker.store.statistics().messages == 0
 
 
+async def test_per_message_ttl_inside_ranges_expires_on_time(
+    broker: Broker, autojump_clock: trio.abc.Clock
+) -> None:
+    """Messages read back from a range take the fast path unless they have an expiration;
+    in a mixed backlog only those expire, wherever their batch is."""
+    vhost = broker.default_vhost
+    queue = vhost.declare_queue("q", durable=True)
+    for i in range(200):
+        expiration = "1000" if i % 3 == 0 else None
+        vhost.publish(msg(f"m{i:04}", "q", delivery_mode=2, expiration=expiration))
+    assert queue.statistics().messages_swapped > 0
+    sink = RecordingSink()
+    consumer = queue.add_consumer("c", sink, prefetch_count=30)  # loads the first batches
+    await trio.sleep(1.5)
+    assert queue.statistics().expired == len([i for i in range(30, 200) if i % 3 == 0])
+    queue.remove_consumer(consumer, requeue=False)
+    for entry in sink.take():
+        queue.ack(entry)
+    rest = RecordingSink(auto_ack=True)
+    queue.add_consumer("c2", rest, prefetch_count=7)
+    assert rest.bodies == [f"m{i:04}".encode() for i in range(30, 200) if i % 3]
+    assert broker.store.statistics().messages == 0
+
+
 async def test_restart_restores_long_queues_as_ranges(tmp_path: Path) -> None:
     data = MemoryStoreData()
     async with swappy(tmp_path, data) as broker:
