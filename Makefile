@@ -38,13 +38,17 @@ format: install
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## Kernel micro-benchmarks (JSON on stdout).
+## Micro-benchmarks, then herald-only end-to-end runs at quick settings (JSON on stdout);
+## the peer comparisons are in docs/PERFORMANCE.md.
 bench: install
 	$(PY) benchmarks/kernel.py
 	$(PY) benchmarks/topic_routing.py
 	$(PY) benchmarks/amqp_codec.py
 	$(PY) benchmarks/stomp_codec.py
 	$(PY) benchmarks/mqtt_codec.py
+	$(PY) benchmarks/amqp_throughput.py --messages 4000 --repeat 1 --seconds 1
+	$(PY) benchmarks/mqtt_throughput.py --messages 4000 --repeat 1 --seconds 1
+	$(PY) benchmarks/stomp_throughput.py --messages 4000 --repeat 1 --seconds 1
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,73 +1,62 @@
-"""AMQP end-to-end throughput: pika publishers -> one queue -> pika consumers, over TCP.
+"""AMQP end to end: pika publishers -> one durable queue -> pika consumers, herald and RabbitMQ.
 
-    python benchmarks/amqp_throughput.py [--messages 40000] [--publishers 2] [--consumers 2]
-        [--size 100] [--store memory|commitlog] [--repeat 3]
+    python benchmarks/amqp_throughput.py [--brokers herald,rabbitmq=5673] [--messages 40000]
+        [--publishers 2] [--consumers 2] [--sizes 100,4096] [--rate 1000] [--seconds 5]
+        [--store commitlog|memory] [--repeat 3] [--scenarios transient,persistent_confirms]
 
-Prints one JSON object. The broker runs in its own process (this file with `--serve`, which
-starts an embedded broker with the AMQP plugin registered programmatically), so its CPU time
-can be read with psutil; publishers and consumers are separate processes, each with one
-pika connection. Scenarios:
-- transient: BlockingConnection publishers, no confirms, transient messages to a
-  transient queue;
+Prints one JSON object. herald runs in its own process (benchmarks/_common.py) so its CPU time
+can be read with psutil; a peer is a broker already running on 127.0.0.1 at the given port
+(guest/guest), its process found by that port. Each repetition runs every scenario and size
+against each broker in turn, so the machine's noise hits them alike; figures are medians.
+Publishers and consumers are separate processes, one pika connection each:
+- transient: BlockingConnection publishers, no confirms, transient messages;
 - persistent_confirms: SelectConnection publishers with publisher confirms (up to `--window`
-  unconfirmed each), persistent messages to a durable queue on `--store`.
-Consumers use prefetch 1000 and ack every message with `multiple` every 100 deliveries.
-msgs_per_s counts from the publishers' start to the last delivery; broker_cpu_us_per_msg is
-the broker process's user + system CPU time over the same span, divided by the messages.
+  unconfirmed each), persistent messages.
+Both go to one durable queue. Consumers use prefetch 1000 and ack with `multiple` every 100
+deliveries. Throughput runs send `--messages`; msgs_per_s counts from the common start to the
+last delivery; broker_cpu_us_per_msg is the broker process's CPU time over that span per
+message. Latency runs publish `--rate` msg/s in all for `--seconds`, each body starting with
+its send time, and report p50/p99 of send -> delivery (the first 0.5 s left out).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
-import multiprocessing as mp
-import platform
-import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import pika
-import psutil
+from _common import (
+    Receipts,
+    Shared,
+    header,
+    listening_process,
+    maybe_herald,
+    medians,
+    pace,
+    parse_brokers,
+    publisher_done,
+    ratios,
+    run_clients,
+    stamped_body,
+    wait_start,
+)
 
-TIMEOUT = 300.0
-
-
-# -- the broker process ---------------------------------------------------------------------
-def serve(data_dir: Path, store: str) -> None:
-    import trio
-
-    from herald.core.embedding import embedded
-    from herald.plugins.amqp import plugin as amqp_plugin
-
-    installed = importlib.metadata.entry_points(group="herald", name="amqp")
-    extra = [] if installed else [amqp_plugin]
-
-    async def main() -> None:
-        settings = ["amqp.host=127.0.0.1", "amqp.port=0", f"store.backend={store}"]
-        async with embedded(
-            plugins=["amqp"], settings=settings, data_dir=data_dir, extra_plugins=extra
-        ) as broker:
-            port = next(lst.port for lst in broker.listeners if lst.protocol == "amqp")
-            (data_dir / "port").write_text(str(port))
-            await trio.sleep_forever()
-
-    trio.run(main)
+WARMUP = 0.5
 
 
-# -- clients --------------------------------------------------------------------------------
 def params(port: int) -> pika.ConnectionParameters:
     return pika.ConnectionParameters("127.0.0.1", port, heartbeat=0, socket_timeout=30)
 
 
-def consume(port: int, queue: str, total: int, counter: Any, end: Any, ready: Any) -> None:
+# -- clients (each in its own process) ------------------------------------------------------
+def consume(shared: Shared, port: int, queue: str, stamped: bool, publishers: int) -> None:
     conn = pika.BlockingConnection(params(port))
     channel = conn.channel()
     channel.basic_qos(prefetch_count=1000)
+    receipts = Receipts(shared, stamped, WARMUP)
     pending = [0, 0]  # unacked deliveries, last delivery tag
 
     def on_message(ch: Any, method: Any, properties: Any, body: bytes) -> None:
@@ -76,43 +65,69 @@ def consume(port: int, queue: str, total: int, counter: Any, end: Any, ready: An
         if pending[0] >= 100:
             ch.basic_ack(method.delivery_tag, multiple=True)
             pending[0] = 0
-        with counter.get_lock():
-            counter.value += 1
-            if counter.value == total:
-                end.value = time.perf_counter()
+        receipts.got(body)
 
     channel.basic_consume(queue, on_message)
-    ready.release()
-    deadline = time.monotonic() + TIMEOUT
-    while counter.value < total and time.monotonic() < deadline:
+    shared.ready.release()
+    while not receipts.should_stop(publishers):
         conn.process_data_events(time_limit=0.05)
+    receipts.report()
     if pending[0]:
         channel.basic_ack(pending[1], multiple=True)
     conn.close()
 
 
-def publish(port: int, queue: str, count: int, size: int, start: Any) -> None:
+def publish(
+    shared: Shared, port: int, queue: str, count: int, size: int, rate: float, index: int, n: int
+) -> None:
     conn = pika.BlockingConnection(params(port))
     channel = conn.channel()
-    body = b"x" * size
-    start.wait()
-    for _ in range(count):
-        channel.basic_publish("", queue, body)
+    wait_start(shared)
+    if rate:
+        body, due = stamped_body(size), pace(shared, index, n, rate)
+        for i in range(count):
+            delay = due(i) - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            channel.basic_publish("", queue, body())
+    else:
+        payload = b"x" * size
+        for _ in range(count):
+            channel.basic_publish("", queue, payload)
+    publisher_done(shared)
     conn.close()
 
 
 def publish_confirmed(
-    port: int, queue: str, count: int, size: int, window: int, start: Any
+    shared: Shared,
+    port: int,
+    queue: str,
+    count: int,
+    size: int,
+    rate: float,
+    index: int,
+    n: int,
+    window: int,
 ) -> None:
-    body = b"x" * size
+    payload = b"x" * size
+    body, due = stamped_body(size), pace(shared, index, n, rate or 1.0)
     properties = pika.BasicProperties(delivery_mode=2)
-    state: dict[str, Any] = {"sent": 0, "acked": 0}
+    state: dict[str, Any] = {"sent": 0, "acked": 0, "timer": None}
 
     def send_more() -> None:
-        channel = state["channel"]
+        channel, now = state["channel"], time.perf_counter()
         while state["sent"] < count and state["sent"] - state["acked"] < window:
-            channel.basic_publish("", queue, body, properties)
+            if rate and due(state["sent"]) > now:
+                if state["timer"] is None:
+                    delay = due(state["sent"]) - now
+                    state["timer"] = conn.ioloop.call_later(delay, on_timer)
+                return
+            channel.basic_publish("", queue, body() if rate else payload, properties)
             state["sent"] += 1
+
+    def on_timer() -> None:
+        state["timer"] = None
+        send_more()
 
     def on_confirm(frame: Any) -> None:
         method = frame.method
@@ -120,123 +135,92 @@ def publish_confirmed(
             raise RuntimeError(f"publish nacked: {method}")
         state["acked"] = max(state["acked"], method.delivery_tag)
         if state["acked"] >= count:
-            state["connection"].close()
+            publisher_done(shared)
+            conn.close()
         else:
             send_more()
 
     def on_channel(channel: Any) -> None:
         state["channel"] = channel
-        channel.confirm_delivery(on_confirm, callback=lambda _frame: (start.wait(), send_more()))
+        channel.confirm_delivery(on_confirm, callback=lambda _f: (wait_start(shared), send_more()))
 
     conn = pika.SelectConnection(
         params(port),
         on_open_callback=lambda c: c.channel(on_open_callback=on_channel),
         on_close_callback=lambda c, exc: c.ioloop.stop(),
     )
-    state["connection"] = conn
     conn.ioloop.start()
 
 
 # -- one run --------------------------------------------------------------------------------
-def run(args: argparse.Namespace, port: int, broker: psutil.Process, scenario: str, n: int) -> dict:
-    queue = f"bench-{scenario}-{n}"
-    durable = scenario == "persistent_confirms"
+def run(args: argparse.Namespace, port: int, broker: Any, scenario: str, size: int, rate: float):
+    """One scenario against one broker: declare a fresh durable queue, run, delete it."""
+    queue = f"bench-{scenario}-{size}-{time.monotonic_ns()}"
     setup = pika.BlockingConnection(params(port))
-    setup.channel().queue_declare(queue, durable=durable)
-    setup.close()
-    total = args.messages
-    counter, end = mp.Value("q", 0), mp.Value("d", 0.0)
-    ready, start = mp.Semaphore(0), mp.Event()
-    consumers = [
-        mp.Process(target=consume, args=(port, queue, total, counter, end, ready))
-        for _ in range(args.consumers)
-    ]
-    per_publisher = total // args.publishers
+    setup.channel().queue_declare(queue, durable=True)
+    total = int(rate * args.seconds) if rate else args.messages
+    shared = Shared(total)
+    stamped = bool(rate)
+    consumers = [(consume, (port, queue, stamped, args.publishers))] * args.consumers
     publishers = []
     for i in range(args.publishers):
-        count = per_publisher + (total % args.publishers if i == 0 else 0)
-        if durable:
-            target, extra = publish_confirmed, (port, queue, count, args.size, args.window, start)
+        count = total // args.publishers + (total % args.publishers if i == 0 else 0)
+        common = (port, queue, count, size, rate, i, args.publishers)
+        if scenario == "persistent_confirms":
+            publishers.append((publish_confirmed, (*common, args.window)))
         else:
-            target, extra = publish, (port, queue, count, args.size, start)
-        publishers.append(mp.Process(target=target, args=extra))
-    for process in consumers:
-        process.start()
-    for _ in consumers:
-        if not ready.acquire(timeout=TIMEOUT):
-            raise TimeoutError("a consumer did not start")
-    for process in publishers:
-        process.start()
-    time.sleep(0.5)  # let every publisher connect before the clock starts
-    cpu_before = sum(broker.cpu_times()[:2])
-    began = time.perf_counter()
-    start.set()
-    for process in publishers + consumers:
-        process.join(TIMEOUT)
-    cpu = sum(broker.cpu_times()[:2]) - cpu_before
-    if counter.value != total:
-        raise RuntimeError(f"{scenario}: consumed {counter.value} of {total}")
-    seconds = end.value - began
-    return {"msgs_per_s": total / seconds, "broker_cpu_us_per_msg": cpu / total * 1e6}
+            publishers.append((publish, common))
+    try:
+        result = run_clients(shared, consumers, publishers, broker)
+    finally:
+        setup.channel().queue_delete(queue)
+        setup.close()
+    if result["delivered"] != 1.0:
+        raise RuntimeError(f"{scenario}: delivered {result['delivered']:.3f} of the messages")
+    return result
 
 
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--brokers", default="herald", help="herald,rabbitmq=PORT")
     parser.add_argument("--messages", type=int, default=40_000)
     parser.add_argument("--publishers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
-    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--sizes", default="100,4096")
     parser.add_argument("--window", type=int, default=1000)
+    parser.add_argument("--rate", type=float, default=1000.0, help="latency runs; 0: none")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of a latency run")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--store", default="memory", choices=["memory", "commitlog"])
+    parser.add_argument("--store", default="commitlog", choices=["memory", "commitlog"])
     parser.add_argument("--scenarios", default="transient,persistent_confirms")
-    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.serve is not None:
-        serve(args.serve, args.store)
-        return {}
-    with tempfile.TemporaryDirectory() as tmp:
-        data_dir = Path(tmp)
-        command = [sys.executable, __file__, "--serve", str(data_dir), "--store", args.store]
-        server = subprocess.Popen(command)
-        try:
-            deadline = time.monotonic() + 30
-            while not (data_dir / "port").exists():
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("the broker did not start")
-                time.sleep(0.05)
-            time.sleep(0.05)
-            port = int((data_dir / "port").read_text())
-            broker = psutil.Process(server.pid)
-            scenarios = args.scenarios.split(",")
-            results: dict[str, list[dict]] = {s: [] for s in scenarios}
-            for n in range(args.repeat):  # interleaved, so machine noise hits both alike
-                for scenario in scenarios:
-                    results[scenario].append(run(args, port, broker, scenario, n))
-        finally:
-            server.terminate()
-            server.wait(30)
+    brokers = parse_brokers(args.brokers, {"rabbitmq": 5672})
+    sizes = [int(s) for s in args.sizes.split(",")]
+    runs = [(s, size, 0.0) for s in args.scenarios.split(",") for size in sizes]
+    if args.rate:
+        runs += [(s, size, args.rate) for s, size, _ in list(runs)]
+    results: dict[str, dict[str, list[dict]]] = {}
+    with maybe_herald(brokers, ["amqp"], args.store) as (ports, herald_process):
+        targets = {
+            name: (ports["amqp"], herald_process)
+            if port is None
+            else (port, listening_process(port))
+            for name, port in brokers
+        }
+        for _ in range(args.repeat):  # interleaved, so machine noise hits every broker alike
+            for scenario, size, rate in runs:
+                key = f"{scenario}/{size}B" + ("/latency" if rate else "")
+                for name, (port, process) in targets.items():
+                    result = run(args, port, process, scenario, size, rate)
+                    results.setdefault(key, {}).setdefault(name, []).append(result)
+    table = {key: {name: medians(r) for name, r in by.items()} for key, by in results.items()}
     return {
-        "benchmark": "amqp_throughput",
-        "python": platform.python_version(),
-        "cpus": psutil.cpu_count(),
-        "messages": args.messages,
-        "publishers": args.publishers,
-        "consumers": args.consumers,
-        "size": args.size,
-        "store": args.store,
-        "repeat": args.repeat,
-        "scenarios": {
-            name: {
-                key: round(statistics.median(r[key] for r in runs), 1)
-                for key in ("msgs_per_s", "broker_cpu_us_per_msg")
-            }
-            for name, runs in results.items()
-        },
+        **header("amqp_throughput", ["pika"], args),
+        "brokers": dict(brokers),
+        "scenarios": table,
+        "herald_vs_peers": ratios(table),
     }
 
 
 if __name__ == "__main__":
-    result = main(sys.argv[1:])
-    if result:
-        print(json.dumps(result, indent=2))
+    print(json.dumps(main(sys.argv[1:]), indent=2))
