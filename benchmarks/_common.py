@@ -5,7 +5,9 @@ Mosquitto, amqtt) in one session, alternating brokers round by round, because th
 shared and noisy: only figures from one run can be compared. This module starts herald in its
 own process (so its CPU time can be read apart from the clients'), finds a peer's process by
 its listening port, runs publisher and consumer processes against a shared clock, and turns
-per-message timestamps into latency percentiles.
+per-message timestamps into latency percentiles. Besides throughput and broker CPU per
+message, each run reports `consumer_busy` / `publisher_busy`, the busiest client's CPU time
+over its run: near 1.0 that client, not the broker, set the pace.
 
 `python benchmarks/_common.py --serve DIR --plugins mqtt --store memory` is the broker process.
 """
