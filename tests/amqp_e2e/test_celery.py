@@ -8,6 +8,7 @@ use the rpc:// backend, so each result travels back over a reply queue on herald
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -88,3 +89,12 @@ def test_remote_control_ping_is_answered_by_the_worker(app: Celery, worker: obje
     assert len(replies) == 1
     ((_name, reply),) = replies[0].items()
     assert reply == {"ok": "pong"}
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Celery's worker sets the root logger's level (to ERROR here); later tests read
+    herald's INFO and WARNING records through caplog, so put the level back."""
+    level = logging.root.level
+    yield
+    logging.root.setLevel(level)
