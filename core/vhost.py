@@ -9,17 +9,15 @@ client libraries' error handling works unchanged.
 
 from __future__ import annotations
 
-import enum
 import logging
 import secrets
 from collections.abc import Collection, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from herald.core.dead_letter import death_annotations, is_cycle
 from herald.core.errors import AccessRefused, NotFound, PreconditionFailed
 from herald.core.exchange import Exchange, make_exchange
+from herald.core.publish_result import PublishResult, RouteStatus
 from herald.core.queue import DeadLetterReason, Queue, QueueEntry
 from herald.core.queue_args import Overflow, QueueArguments
 from herald.core.store import QueueTarget
@@ -27,6 +25,8 @@ from herald.core.store import QueueTarget
 if TYPE_CHECKING:
     from herald.core.broker import Broker
     from herald.core.message import Message
+
+__all__ = ["DEFAULT_EXCHANGE", "PublishResult", "RouteStatus", "VirtualHost"]
 
 log = logging.getLogger(__name__)
 
@@ -38,21 +38,6 @@ PREDECLARED = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
-
-
-class RouteStatus(enum.Enum):
-    ROUTED = "routed"
-    UNROUTABLE = "unroutable"  # no queue: basic.return if mandatory
-    REJECTED = "rejected"  # a queue refused it (x-overflow reject-publish): nack
-
-
-@attrs.frozen
-class PublishResult:
-    """What became of a publish; `ticket` is the store ticket to await before confirming."""
-
-    status: RouteStatus
-    queues: int = 0
-    ticket: int | None = None
 
 
 _UNROUTABLE = PublishResult(RouteStatus.UNROUTABLE)
