@@ -153,7 +153,7 @@ def probe_reads(broker: Broker, queue: Queue, count: int, batches: int) -> dict[
         start = time.process_time()
         stored = store.read_queue(queue_id, first, count - 1, batch)
         middle = time.process_time()
-        view = SwappedRange(first, count - 1, count - first, 0, SwappedRange.now_offset())
+        view = SwappedRange(first, count - 1, count - first, 0, SwappedRange.now_offset(), queue_id)
         entries = queue.swap.read(view, batch)  # detached entries, as browsing makes
         end = time.process_time()
         assert len(stored) == len(entries) == batch

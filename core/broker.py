@@ -109,6 +109,8 @@ class Broker:
             self.alarms,
             self.config.memory.high_watermark_bytes(total_memory()),
             interval=self.config.memory.check_interval,
+            paging_ratio=self.config.memory.paging_ratio,
+            on_paging=self.page_out,
         )
         self.users = AccessControl(
             loopback_users=self.config.auth.loopback_users,
@@ -191,6 +193,17 @@ class Broker:
             )
         self.users.authorize(user, vhost, permission, resource_kind, resource_name)
 
+    def page_out(self) -> int:
+        """Memory is short: every queue swaps out its backlog past its tail buffer, paging
+        transient messages to the store (core/swap.py). Returns the entries swapped out."""
+        swapped = 0
+        for vhost in list(self.vhosts.values()):
+            for queue in list(vhost.queues.values()):
+                swapped += queue.swap.page_out()
+        if swapped:
+            log.info("memory is short: swapped %d message(s) out to the store", swapped)
+        return swapped
+
     # -- lifecycle -------------------------------------------------------------------------
     def stop(self) -> None:
         """Ask the broker to shut down gracefully. Idempotent; never blocks."""
@@ -250,7 +263,13 @@ class Broker:
         )
         recovered = 0
         range_size = self.config.queues.swap_range_size
-        for queue in definitions.restore(self.vhosts, metadata):
+        durable = definitions.restore(self.vhosts, metadata)
+        # What no durable queue owns (paged transient messages, under scratch ids) is gone.
+        kept = {queue.store_id for queue in durable}
+        for queue_id in self.store.queue_ids():
+            if queue_id not in kept:
+                self.store.delete_queue(queue_id)
+        for queue in durable:
             assert queue.store_id is not None
             if queue.swaps:  # ranges only: no message is read until a consumer needs it
                 for stored_range in self.store.queue_ranges(queue.store_id, range_size):

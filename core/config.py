@@ -79,6 +79,11 @@ def _log_level(_inst: object, attribute: attrs.Attribute, value: str) -> None:
         )
 
 
+def _fraction(_inst: object, attribute: attrs.Attribute, value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise InvalidValue(f"expected a fraction in (0, 1], got {_show(value)}", attribute.name)
+
+
 def _watermark(_inst: object, attribute: attrs.Attribute, value: float) -> None:
     whole = isinstance(value, int) or (math.isfinite(value) and value.is_integer())
     if not (math.isfinite(value) and value > 0) or (value > 1 and not whole):
@@ -117,6 +122,9 @@ class MemorySection:
 
     high_watermark: float = attrs.field(default=0.4, validator=_watermark)
     """A fraction of total RAM when 0 < x <= 1, else a number of bytes (an int when parsed)."""
+    paging_ratio: float = attrs.field(default=0.5, validator=_fraction)
+    """Queues page transient messages out to the store above this fraction of the high
+    watermark (RabbitMQ's `vm_memory_high_watermark_paging_ratio`, same default)."""
     check_interval: float = attrs.field(default=1.0, validator=_positive)
 
     def high_watermark_bytes(self, total_ram: int) -> int:
@@ -140,6 +148,7 @@ class QueuesSection:
     """`[queues]`: how queues keep a backlog of stored messages out of memory (core/swap.py)."""
 
     swap: bool = True
+    page_transient: bool = True  # page transient messages out too when memory is short
     tail_buffer: int = attrs.field(default=640 * 1024, validator=_not_negative)
     swap_range_size: int = attrs.field(default=10_000, validator=_positive)
     load_batch: int = attrs.field(default=1_000, validator=_positive)

@@ -89,17 +89,35 @@ class MemoryMonitor:
         *,
         interval: float = 1.0,
         sampler: Callable[[], int] = process_rss,
+        paging_ratio: float = 0.5,
+        on_paging: Callable[[], None] | None = None,
     ) -> None:
         self.alarms = alarms
         self.high_watermark = high_watermark
+        self.paging_watermark = int(high_watermark * paging_ratio)
         self.interval = interval
         self.sampler = sampler
+        self.on_paging = on_paging
         self.used = 0
+        self.paging = False  # memory is short: queues page their backlogs out to the store
 
     def check(self) -> bool:
-        """Sample once; returns whether the memory alarm is now active."""
-        self.used = self.sampler()
-        over = self.used >= self.high_watermark
+        """Sample once; returns whether the memory alarm is now active. While memory is above
+        the paging watermark, each sample also asks the queues to page out (`on_paging`)."""
+        self.used = used = self.sampler()
+        paging = used >= self.paging_watermark
+        if paging != self.paging:
+            self.paging = paging
+            log.info(
+                "memory %s the paging watermark (%d of %d bytes): queues %s",
+                "above" if paging else "below",
+                used,
+                self.paging_watermark,
+                "page transient messages out" if paging else "stop paging",
+            )
+        if paging and self.on_paging is not None:
+            self.on_paging()
+        over = used >= self.high_watermark
         self.alarms.set("memory", over)
         return over
 

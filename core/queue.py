@@ -72,7 +72,7 @@ class Queue:
         broker = vhost.broker
         self._store = broker.store
         self.clock = QueueClock(self, broker.timers)
-        self.swap = QueueSwap(self, broker.config.queues, broker.store)
+        self.swap = QueueSwap(self, broker.config.queues, broker.store, broker.memory)
         self.ready = self._new_ready_list()
         self.consumers = ConsumerSet(self.args.single_active_consumer)
         self.unacked_count = 0
@@ -120,9 +120,11 @@ class Queue:
         return entry
 
     def admit(self, entry: QueueEntry) -> None:
-        """After `enqueue` (and storing): swap the entry out if it joins a backlog, else start
-        its TTL. Then the caller dispatches."""
-        if entry.stored and self.swap.enabled and self.swap.swap_out(entry):
+        """After `enqueue` (and storing): swap the entry out if it joins a backlog (paging it
+        first if it is not stored and memory is short), else start its TTL. Then the caller
+        dispatches."""
+        swap = self.swap
+        if swap.enabled and (entry.stored or swap.paging) and swap.swap_out(entry):
             return
         if entry.expires_at is not None:
             self.clock.track(entry)
@@ -149,7 +151,8 @@ class Queue:
     def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
         """Put back a message recovered from the store, at its stored offset."""
         stored = StoredEntry(offset, message, delivery_count)
-        entry = self.swap.stored_entry(stored, SwappedRange.now_offset())
+        assert self.store_id is not None
+        entry = self.swap.stored_entry(stored, SwappedRange.now_offset(), self.store_id)
         self.next_offset = offset + 1
         self.ready.push(entry)
         if entry.expires_at is not None:
@@ -413,7 +416,7 @@ class Queue:
         entry.state = READY
         entry.delivery_count += 1
         if entry.stored:
-            self._store.note_delivery(self.store_id, entry.offset, entry.delivery_count)
+            self._store.note_delivery(entry.stored, entry.offset, entry.delivery_count)
         self.ready.requeue(entry)
         if entry.expires_at is not None:
             self.clock.track(entry)
@@ -431,8 +434,8 @@ class Queue:
 
     def _settle(self, entry: QueueEntry) -> None:
         if entry.stored:
-            entry.stored = False
-            self._store.ack(self.store_id, entry.offset)
+            self._store.ack(entry.stored, entry.offset)
+            entry.stored = 0
 
     def touch(self) -> None:
         """The queue was used (redeclared): restart its x-expires period."""

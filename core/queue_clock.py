@@ -29,12 +29,15 @@ log = logging.getLogger(__name__)
 class QueueClock:
     """Deadlines of one queue: its messages' TTLs and its own idle expiry (x-expires)."""
 
-    __slots__ = ("_heap", "_idle_timer", "_queue", "_timer", "_timers")
+    __slots__ = ("_heap", "_idle_timer", "_queue", "_sequence", "_timer", "_timers")
 
     def __init__(self, queue: Queue, timers: Timers) -> None:
         self._queue = queue
         self._timers = timers
-        self._heap: list[tuple[float, int, QueueEntry | SwappedRange]] = []
+        # (deadline, offset, sequence, item): the sequence breaks ties between an entry and
+        # the range it was paged into (same offset, same deadline) before the items compare.
+        self._heap: list[tuple[float, int, int, QueueEntry | SwappedRange]] = []
+        self._sequence = 0
         self._timer: TimerHandle | None = None
         self._idle_timer: TimerHandle | None = None
 
@@ -51,8 +54,9 @@ class QueueClock:
 
     def _push(self, deadline: float, offset: int, item: QueueEntry | SwappedRange) -> None:
         heap = self._heap
-        heapq.heappush(heap, (deadline, offset, item))
-        if heap[0][2] is item:
+        self._sequence += 1
+        heapq.heappush(heap, (deadline, offset, self._sequence, item))
+        if heap[0][3] is item:
             if self._timer is not None:
                 self._timer.cancel()
             self._timer = self._timers.call_at(deadline, self.expire_due)
@@ -71,7 +75,7 @@ class QueueClock:
         queue = self._queue
         now = trio.current_time()
         while heap and heap[0][0] <= now:
-            _, _, item = heapq.heappop(heap)
+            item = heapq.heappop(heap)[3]
             if item.state != READY:
                 continue
             if item.__class__ is SwappedRange:

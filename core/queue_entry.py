@@ -46,7 +46,7 @@ class QueueEntry:
         priority: int,
         expires_at: float | None,
         delivery_count: int = 0,
-        stored: bool = False,
+        stored: int = 0,
     ) -> None:
         self.queue = queue
         self.offset = offset
@@ -57,7 +57,9 @@ class QueueEntry:
         self.delivery_count = delivery_count
         self.consumer: Consumer | None = None
         self.state = READY
-        self.stored = stored  # in the store: settling it acks it there
+        # The store queue id it is kept under (0: not in the store); settling it acks it there.
+        # The queue's own id for a persistent message, its scratch id for a paged transient one.
+        self.stored = stored
 
     @property
     def redelivered(self) -> bool:

@@ -6,45 +6,65 @@ the Queue delegates to, so that queue.py stays about dispatch and settlement.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 import trio
 
+from herald.core.errors import HeraldError
 from herald.core.queue_entry import GONE, QueueEntry
+from herald.core.store import QueueTarget
 from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.config import QueuesSection
+    from herald.core.flow import MemoryMonitor
     from herald.core.queue import Queue
     from herald.core.store import QueueRange, Store, StoredEntry
+
+log = logging.getLogger(__name__)
 
 
 class QueueSwap:
     __slots__ = (
         "_expiring",
+        "_memory",
         "_queue",
         "_range_size",
+        "_scratch_last",
         "_store",
         "_tail_buffer",
         "enabled",
         "load_batch",
+        "pages",
+        "scratch_id",
     )
 
-    def __init__(self, queue: Queue, policy: QueuesSection, store: Store) -> None:
+    def __init__(
+        self, queue: Queue, policy: QueuesSection, store: Store, memory: MemoryMonitor
+    ) -> None:
         self._queue = queue
         self._store = store
+        self._memory = memory
         # Priority queues keep everything loaded: a range cannot keep their order.
-        self.enabled = (
-            policy.swap and queue.store_id is not None and queue.args.max_priority is None
-        )
+        self.enabled = policy.swap and queue.args.max_priority is None
+        self.pages = self.enabled and policy.page_transient
         self._tail_buffer = policy.tail_buffer
         self._range_size = policy.swap_range_size
         self.load_batch = policy.load_batch
         self._expiring = True  # whether the entries of the last `read` may have a TTL
+        self.scratch_id = 0  # the store queue id paged entries are kept under (0: none yet)
+        self._scratch_last = -1  # the highest offset paged: a store queue's offsets only grow
+
+    @property
+    def paging(self) -> bool:
+        """Whether entries not in the store are paged out now (memory is short)."""
+        return self.pages and self._memory.paging
 
     def swap_out(self, entry: QueueEntry) -> bool:
         """Fold the newest ready entry into the tail range if the backlog is past the tail
-        buffer (or already swapped): from then on only the store keeps it."""
+        buffer (or already swapped): from then on only the store keeps it. An entry not in
+        the store is paged (appended under the scratch id) first, when memory is short."""
         queue = self._queue
         ready = queue.ready
         if not ready.swapped_count and ready.loaded_bytes <= self._tail_buffer:
@@ -55,41 +75,94 @@ class QueueSwap:
         if tail is None and ready.loaded_bytes + entry.size <= self._tail_buffer:
             ready.push(entry)  # the backlog is small: keep it loaded
             return False
-        if tail is None or tail.count >= self._range_size:
-            tail = SwappedRange(entry.offset, entry.offset, 0, 0, SwappedRange.now_offset())
+        store_id = entry.stored or self._page(entry)
+        if not store_id:
+            ready.push(entry)
+            return False
+        self._fold(tail, entry, store_id)
+        return True
+
+    def page_out(self) -> int:
+        """Memory is short: swap out the loaded backlog past the tail buffer, paging what is
+        not in the store yet. Returns how many entries left memory."""
+        ready = self._queue.ready
+        if not self.paging or ready.loaded_bytes <= self._tail_buffer:
+            return 0
+        swapped = 0
+        tail: SwappedRange | None = None
+        for item in ready.take_backlog(self._tail_buffer):
+            if item.__class__ is SwappedRange:
+                ready.push_range(item)  # type: ignore[arg-type]
+                tail = item  # type: ignore[assignment]
+                continue
+            entry: QueueEntry = item  # type: ignore[assignment]
+            store_id = entry.stored or self._page(entry)
+            if store_id:
+                tail = self._fold(tail, entry, store_id)
+                swapped += 1
+            else:
+                ready.push(entry)
+                tail = None
+        return swapped
+
+    def _page(self, entry: QueueEntry) -> int:
+        """Append `entry`'s message under the scratch id (not waiting for disk); its store id,
+        or 0 if it stays loaded (not paging, an offset below one paged, a store error)."""
+        if not self.paging or entry.offset <= self._scratch_last:
+            return 0
+        scratch = self.scratch_id
+        if not scratch:
+            scratch = self.scratch_id = self._queue.vhost.metadata.allocate_queue_id()
+        try:
+            self._store.append(entry.message, (QueueTarget(scratch, entry.offset),))
+        except HeraldError as exc:
+            log.warning("queue %r: cannot page a message out: %s", self._queue.name, exc)
+            return 0
+        self._scratch_last = entry.offset
+        return scratch
+
+    def _fold(self, tail: SwappedRange | None, entry: QueueEntry, store_id: int) -> SwappedRange:
+        """Fold `entry` (in the store under `store_id`) into `tail`, or a new tail range."""
+        ready = self._queue.ready
+        if tail is None or tail.count >= self._range_size or tail.store_id != store_id:
+            now = SwappedRange.now_offset()
+            tail = SwappedRange(entry.offset, entry.offset, 0, 0, now, store_id)
             ready.push_range(tail)
         before = tail.expires_at
         ready.grow_range(tail, entry.offset, entry.size, entry.expires_at)
         if tail.expires_at is not None and tail.expires_at != before:
-            queue.clock.track_range(tail)
+            self._queue.clock.track_range(tail)
         entry.state = GONE
-        return True
+        return tail
 
     def restore_range(self, stored: QueueRange) -> None:
         """A range recovered from the store at start. Its TTLs count from the messages'
         publication once loaded; a queue with a TTL loads each such range once, through its
         clock, so they expire on time."""
         queue = self._queue
+        queue_id = queue.store_id
+        assert queue_id is not None
         swapped = SwappedRange(
             stored.first_offset,
             stored.last_offset,
             stored.count,
             stored.bytes,
             SwappedRange.now_offset(),
+            queue_id,
         )
         queue.ready.push_range(swapped)
         if queue.args.message_ttl is not None:
             swapped.expires_at = trio.current_time()
             queue.clock.track_range(swapped)
 
-    def stored_entry(self, stored: StoredEntry, clock_offset: float) -> QueueEntry:
+    def stored_entry(self, stored: StoredEntry, clock_offset: float, store_id: int) -> QueueEntry:
         """An entry for a message read back from the store; its TTL counts from its
         publication (its wall timestamp moved to the Trio clock by `clock_offset`)."""
         message = stored.message
         entry = self._queue.new_entry(
             message, stored.queue_offset, stored.delivery_count, message.timestamp + clock_offset
         )
-        entry.stored = True
+        entry.stored = store_id
         return entry
 
     def read(self, swapped: SwappedRange, limit: int) -> list[QueueEntry]:
@@ -99,13 +172,12 @@ class QueueSwap:
         TTL, makes its entry directly (`new_entry` would find priority 0, as a queue that
         swaps has no priorities, and no expiry)."""
         queue = self._queue
-        queue_id = queue.store_id
-        assert queue_id is not None
+        queue_id = swapped.store_id
         stored = self._store.read_queue(queue_id, swapped.offset, swapped.last_offset, limit)
         clock_offset = swapped.clock_offset
         if queue.args.message_ttl is not None:
             self._expiring = True
-            return [self.stored_entry(s, clock_offset) for s in stored]
+            return [self.stored_entry(s, clock_offset, queue_id) for s in stored]
         entries = []
         append = entries.append
         expiring = False
@@ -114,11 +186,11 @@ class QueueSwap:
             if message.expiration_ms is None:
                 append(
                     QueueEntry(
-                        queue, item.queue_offset, message, 0, None, item.delivery_count, True
+                        queue, item.queue_offset, message, 0, None, item.delivery_count, queue_id
                     )
                 )
             else:
-                append(self.stored_entry(item, clock_offset))
+                append(self.stored_entry(item, clock_offset, queue_id))
                 expiring = True
         self._expiring = expiring
         return entries

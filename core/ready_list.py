@@ -102,6 +102,10 @@ class ReadyList:
                 return tail  # type: ignore[return-value]
         return None
 
+    def ranges(self) -> list[SwappedRange]:
+        """The swapped ranges, in delivery order (read-only; for monitoring)."""
+        return [item for item in self._levels[0] if item.__class__ is SwappedRange]  # type: ignore[misc]
+
     def pop_tail(self, entry: QueueEntry) -> bool:
         """Take back `entry` if it is the newest item of the (only) level, to swap it out."""
         level = self._levels[0]
@@ -126,6 +130,34 @@ class ReadyList:
         self.bytes += size
         self.swapped_count += 1
         self.swapped_bytes += size
+
+    def take_backlog(self, keep_bytes: int) -> list[Item]:
+        """Remove and return what follows the first `keep_bytes` loaded bytes of the (only)
+        level: its ready entries and ranges, in order (entries that left are dropped). The
+        caller pushes each back, swapped or not, so the counters are taken off here."""
+        level = self._levels[0]
+        kept = 0
+        index = 0
+        for item in level:
+            if item.__class__ is not SwappedRange and item.state == READY:
+                kept += item.size
+                if kept > keep_bytes:
+                    break
+            index += 1
+        taken: list[Item] = []
+        for _ in range(len(level) - index):
+            item = level.pop()
+            if item.__class__ is SwappedRange:
+                self._count_range(item, -1)  # type: ignore[arg-type]
+                taken.append(item)
+            elif item.state == READY:
+                self.count -= 1
+                self.bytes -= item.size
+                taken.append(item)
+            else:
+                self._tombstones -= 1
+        taken.reverse()
+        return taken
 
     def _count_range(self, swapped: SwappedRange, sign: int) -> None:
         self.count += sign * swapped.count
@@ -260,7 +292,12 @@ class ReadyList:
 
     def _read_range(self, swapped: SwappedRange) -> Iterator[QueueEntry]:
         view = SwappedRange(
-            swapped.offset, swapped.last_offset, swapped.count, swapped.size, swapped.clock_offset
+            swapped.offset,
+            swapped.last_offset,
+            swapped.count,
+            swapped.size,
+            swapped.clock_offset,
+            swapped.store_id,
         )
         while view.count > 0:
             entries = self._loader(view, self._load_batch)

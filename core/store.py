@@ -172,5 +172,9 @@ class Store(Protocol):
     def delete_queue(self, queue_id: int) -> None:
         """Forget every message of a deleted queue."""
 
+    def queue_ids(self) -> list[int]:
+        """The ids of the queues the store holds entries or offsets for. At start the broker
+        deletes those no durable queue owns (a queue's scratch id, core/swap.py)."""
+
     def statistics(self) -> StoreStatistics:
         """Counters for monitoring."""

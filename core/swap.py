@@ -9,28 +9,23 @@ entries from the store (`Store.read_queue`) and puts them in front of what is le
 range. After a restart a long queue is rebuilt from `Store.queue_ranges` as ranges only, so
 recovery does not read message bodies.
 
-Unlike Apollo, an entry is swapped only once it is stored, so swapping never writes: transient
-messages (and queues with priorities, whose order ranges cannot keep) stay loaded.
+A persistent message is swapped out only once it is stored, so swapping it never writes.
+Transient messages (and persistent ones in non-durable queues) stay loaded until memory runs
+short (`[memory] paging_ratio`); then queues *page* them out, as Apollo and RabbitMQ do: each
+is appended to the store, without waiting for disk, under the queue's *scratch* store id, a
+second id the queue takes when it first pages. A range holds entries of one store id. Scratch
+ids belong to no durable queue, so a restart deletes what they hold: a transient message
+never outlives the broker. Queues with priorities keep everything loaded (a range cannot keep
+their order).
 """
 
 from __future__ import annotations
 
 import time
 
-import attrs
 import trio
 
 from herald.core.queue_entry import READY
-
-
-@attrs.frozen
-class SwapPolicy:
-    """A queue's swapping parameters (config section `[queues]`)."""
-
-    enabled: bool = True
-    tail_buffer: int = 640 * 1024  # loaded ready bytes kept before new entries swap out
-    swap_range_size: int = 10_000  # entries one range node stands for at most
-    load_batch: int = 1_000  # entries read from the store at once when a range is reached
 
 
 class SwappedRange:
@@ -49,12 +44,20 @@ class SwappedRange:
         "priority",
         "size",
         "state",
+        "store_id",
     )
 
     def __init__(
-        self, first_offset: int, last_offset: int, count: int, size: int, clock_offset: float
+        self,
+        first_offset: int,
+        last_offset: int,
+        count: int,
+        size: int,
+        clock_offset: float,
+        store_id: int,
     ) -> None:
         self.offset = first_offset
+        self.store_id = store_id  # the store queue id its entries are kept under
         # Trio time minus wall time when the range was made: maps a stored message's wall
         # timestamp to the Trio clock TTLs run on (exact in production, and under MockClock).
         self.clock_offset = clock_offset
@@ -79,4 +82,7 @@ class SwappedRange:
         return trio.current_time() - time.time()
 
     def __repr__(self) -> str:
-        return f"<SwappedRange {self.offset}..{self.last_offset} ({self.count}, {self.size} B)>"
+        return (
+            f"<SwappedRange {self.offset}..{self.last_offset} ({self.count}, {self.size} B)"
+            f" in store queue {self.store_id}>"
+        )

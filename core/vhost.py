@@ -248,6 +248,8 @@ class VirtualHost:
                 if binding.destination is queue:
                     self._forget_binding(source, queue, binding.routing_key, binding.arguments)
         count = queue.close()
+        if queue.swap.scratch_id:
+            self._store.delete_queue(queue.swap.scratch_id)
         if queue.store_id is not None:
             self._store.delete_queue(queue.store_id)
             if queue.owner is None:
@@ -438,7 +440,7 @@ class VirtualHost:
                         entry.queue.unenqueue(entry)
                     raise
                 for entry in stored:
-                    entry.stored = True
+                    entry.stored = entry.queue.store_id
         for entry in entries:
             queue = entry.queue
             queue.admit(entry)

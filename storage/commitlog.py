@@ -316,6 +316,9 @@ class CommitLogStore:
             self._put_quietly(rec.encode_delete_queue(queue_id), "queue deletion")
             self.state.on_delete_queue(queue_id)
 
+    def queue_ids(self) -> list[int]:
+        return sorted(self.state.queues)
+
     def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
         """The queue's live entries, read back from the log; a corrupt one is logged and
         dropped, never delivered. Messages shared by several queues are decoded once."""

@@ -214,6 +214,10 @@ class MemoryStore:
             for offset in wanted
         ]
 
+    def queue_ids(self) -> list[int]:
+        data = self._data
+        return sorted(data.queues.keys() | data.next_offsets.keys())
+
     def delete_queue(self, queue_id: int) -> None:
         self._data.next_offsets.pop(queue_id, None)
         entries = self._data.queues.pop(queue_id, None)

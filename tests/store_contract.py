@@ -209,13 +209,16 @@ class StoreContract:
         store.append(shared, targets((1, 0), (2, 0)))
         store.append(only_1, targets((1, 1)))
         store.append(only_2, targets((2, 1)))
+        assert store.queue_ids() == [1, 2]
         store.delete_queue(1)
         store.delete_queue(42)  # unknown: nothing happens
         store.ack(1, 0)  # an ack racing the delete
+        assert store.queue_ids() == [2]
         sizes = len(shared.stored_bytes(harness.codecs)) + len(only_2.stored_bytes(harness.codecs))
         assert totals(store) == (2, sizes)
 
         store = await harness.restart()
+        assert store.queue_ids() == [2]
         assert recovered(store, 1) == []
         assert recovered(store, 2) == [(0, "m0"), (1, "m2")]
         # The queue id may be used again, from offset 0, with nothing of the old queue in it.
