@@ -195,7 +195,7 @@ class Queue:
         priority = 0
         if args.max_priority is not None and message.priority:
             priority = min(message.priority, args.max_priority)
-        return QueueEntry(self, offset, message, priority, expires_at, delivery_count)
+        return QueueEntry(self, 0, offset, message, delivery_count, priority, expires_at)
 
     def load_swapped(self, swapped: SwappedRange) -> None:
         """A range's earliest TTL came due: load it, so its entries can expire."""

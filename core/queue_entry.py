@@ -41,13 +41,15 @@ class QueueEntry:
     def __init__(
         self,
         queue: Queue,
+        stored: int,
         offset: int,
         message: Message,
-        priority: int,
-        expires_at: float | None,
         delivery_count: int = 0,
-        stored: int = 0,
+        priority: int = 0,
+        expires_at: float | None = None,
     ) -> None:
+        # `stored` comes second so that `partial(QueueEntry, queue, store_id)` is the entry
+        # factory a swapped queue hands to `Store.read_queue` (one call per message read).
         self.queue = queue
         self.offset = offset
         self.message = message

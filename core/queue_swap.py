@@ -7,6 +7,7 @@ the Queue delegates to, so that queue.py stays about dispatch and settlement.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
@@ -168,29 +169,23 @@ class QueueSwap:
     def read(self, swapped: SwappedRange, limit: int) -> list[QueueEntry]:
         """The next `limit` entries of a swapped range, read from the store.
 
-        This runs once per message of a deep queue, so the usual case, a message without a
-        TTL, makes its entry directly (`new_entry` would find priority 0, as a queue that
-        swaps has no priorities, and no expiry)."""
+        This runs once per message of a deep queue, so the usual case, a queue without a TTL,
+        has the store make the queue's entries itself (no `StoredEntry` in between); a queue
+        that swaps has no priorities, and only messages with their own expiration need more."""
         queue = self._queue
-        queue_id = swapped.store_id
-        stored = self._store.read_queue(queue_id, swapped.offset, swapped.last_offset, limit)
-        clock_offset = swapped.clock_offset
+        store_id = swapped.store_id
+        first, last, clock_offset = swapped.offset, swapped.last_offset, swapped.clock_offset
         if queue.args.message_ttl is not None:
             self._expiring = True
-            return [self.stored_entry(s, clock_offset, queue_id) for s in stored]
-        entries = []
-        append = entries.append
+            stored = self._store.read_queue(store_id, first, last, limit)
+            return [self.stored_entry(s, clock_offset, store_id) for s in stored]
+        make = partial(QueueEntry, queue, store_id)
+        entries: list[QueueEntry] = self._store.read_queue(store_id, first, last, limit, make)
         expiring = False
-        for item in stored:
-            message = item.message
-            if message.expiration_ms is None:
-                append(
-                    QueueEntry(
-                        queue, item.queue_offset, message, 0, None, item.delivery_count, queue_id
-                    )
-                )
-            else:
-                append(self.stored_entry(item, clock_offset, queue_id))
+        for entry in entries:
+            expiration = entry.message.expiration_ms
+            if expiration is not None:
+                entry.expires_at = entry.message.timestamp + clock_offset + expiration / 1000
                 expiring = True
         self._expiring = expiring
         return entries

@@ -18,8 +18,8 @@ The shape follows RocketMQ's store adapted to queues with acks:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -78,6 +78,11 @@ class StoredEntry:
 
     def __repr__(self) -> str:
         return f"<StoredEntry #{self.queue_offset} delivery_count={self.delivery_count}>"
+
+
+T = TypeVar("T")
+EntryFactory = Callable[[int, "Message", int], T]
+"""Builds an entry read back from the store: (queue offset, message, delivery count)."""
 
 
 @attrs.frozen
@@ -164,10 +169,18 @@ class Store(Protocol):
         """
 
     def read_queue(
-        self, queue_id: int, first_offset: int, last_offset: int, limit: int
-    ) -> list[StoredEntry]:
+        self,
+        queue_id: int,
+        first_offset: int,
+        last_offset: int,
+        limit: int,
+        make: EntryFactory[Any] = StoredEntry,
+    ) -> list[Any]:
         """Un-acked entries with `first_offset <= offset <= last_offset`, in offset order, at
-        most `limit` of them: how a queue loads the part of a swapped range it needs next."""
+        most `limit` of them: how a queue loads the part of a swapped range it needs next.
+
+        Each is `make(queue offset, message, delivery count)`, a `StoredEntry` by default; a
+        queue passes a factory of its own entries, saving an object per message read."""
 
     def delete_queue(self, queue_id: int) -> None:
         """Forget every message of a deleted queue."""

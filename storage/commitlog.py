@@ -28,6 +28,7 @@ from herald.core.errors import InternalError, ResourceError
 from herald.core.hookspecs import hookimpl
 from herald.core.plugin_types import ConfigSection, Service, StorageBackend
 from herald.core.store import (
+    EntryFactory,
     MetadataValue,
     QueueRange,
     QueueTarget,
@@ -333,11 +334,16 @@ class CommitLogStore:
         return self.reader.queue_ranges(queue_id, range_size)
 
     def read_queue(
-        self, queue_id: int, first_offset: int, last_offset: int, limit: int
-    ) -> list[StoredEntry]:
+        self,
+        queue_id: int,
+        first_offset: int,
+        last_offset: int,
+        limit: int,
+        make: EntryFactory[Any] = StoredEntry,
+    ) -> list[Any]:
         """Live entries in [first_offset, last_offset], read back from the log (not cached:
         a swapped queue's messages are read once, when a consumer comes near them)."""
-        return self.reader.read_queue(queue_id, first_offset, last_offset, limit)
+        return self.reader.read_queue(queue_id, first_offset, last_offset, limit, make)
 
     def find_by_key(
         self, key: str, begin_ms: int = 0, end_ms: int = 2**62, limit: int = 64

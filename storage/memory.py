@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -22,6 +22,7 @@ from herald.core.errors import InternalError
 from herald.core.hookspecs import hookimpl
 from herald.core.plugin_types import PluginInfo, StorageBackend
 from herald.core.store import (
+    EntryFactory,
     MetadataValue,
     QueueRange,
     QueueTarget,
@@ -203,14 +204,19 @@ class MemoryStore:
         return ranges
 
     def read_queue(
-        self, queue_id: int, first_offset: int, last_offset: int, limit: int
-    ) -> list[StoredEntry]:
+        self,
+        queue_id: int,
+        first_offset: int,
+        last_offset: int,
+        limit: int,
+        make: EntryFactory[Any] = StoredEntry,
+    ) -> list[Any]:
         entries = self._data.queues.get(queue_id)
         if not entries or limit <= 0:
             return []
         wanted = sorted(o for o in entries if first_offset <= o <= last_offset)[:limit]
         return [
-            StoredEntry(offset, entries[offset].kept.message, entries[offset].delivery_count)
+            make(offset, entries[offset].kept.message, entries[offset].delivery_count)
             for offset in wanted
         ]
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 from herald.core.message import Message
-from herald.core.store import StoredEntry
+from herald.core.store import EntryFactory, StoredEntry
 from herald.storage.record import (
     COMMON,
     HAS_ANNOTATIONS,
@@ -67,12 +68,14 @@ def read_run(
     base: int,
     wanted: Sequence[tuple[int, int, int, int, int, int]],
     counts: dict[int, int] | None,
-    out: list[StoredEntry],
+    out: list[Any],
+    make: EntryFactory[Any] = StoredEntry,
 ) -> list[Failure]:
-    """Append to `out` a `StoredEntry` for each consume-queue entry of `wanted` (log offset
-    first, queue offset last) whose record is in `data`, bytes read at log offset `base`;
-    `counts` gives delivery counts by queue offset. Returns the records that failed a check
-    (they are left out), so one bad record costs only itself."""
+    """Append to `out` an entry, `make(queue offset, message, delivery count)`, for each
+    consume-queue entry of `wanted` (log offset first, queue offset last) whose record is in
+    `data`, bytes read at log offset `base`; `counts` gives delivery counts by queue offset.
+    Returns the records that failed a check (they are left out), so one bad record costs
+    only itself."""
     failed: list[Failure] = []
     append = out.append
     names_get = _NAMES.get
@@ -151,7 +154,7 @@ def read_run(
             annotation_map,
         )
         offset = entry[5]
-        append(StoredEntry(offset, message, counts.get(offset, 0) if counts else 0))
+        append(make(offset, message, counts.get(offset, 0) if counts else 0))
     return failed
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from herald.core.store import QueueRange, StoredEntry
+from herald.core.store import EntryFactory, QueueRange, StoredEntry
 from herald.storage import record as rec
 from herald.storage.consume_queue import Entry
 from herald.storage.dispatch import StoreState
@@ -67,14 +67,19 @@ class QueueReader:
         return ranges
 
     def read_queue(
-        self, queue_id: int, first_offset: int, last_offset: int, limit: int
-    ) -> list[StoredEntry]:
+        self,
+        queue_id: int,
+        first_offset: int,
+        last_offset: int,
+        limit: int,
+        make: EntryFactory[Any] = StoredEntry,
+    ) -> list[Any]:
         state = self.state.queues.get(queue_id)
         if state is None or limit <= 0 or first_offset > last_offset:
             return []
         cq = state.cq
         begin = cq.lower_bound(first_offset, state.low)
-        return self._stored(state, cq.collect(begin, last_offset, limit, state.acked))
+        return self._stored(state, cq.collect(begin, last_offset, limit, state.acked), make=make)
 
     def find_by_key(self, key: str, begin_ms: int, end_ms: int, limit: int) -> list[Message]:
         index = self.state.index
@@ -98,15 +103,19 @@ class QueueReader:
 
     # -- records ---------------------------------------------------------------------------
     def _stored(
-        self, state: QueueState, wanted: list[Entry], shared: bool = False
-    ) -> list[StoredEntry]:
+        self,
+        state: QueueState,
+        wanted: list[Entry],
+        shared: bool = False,
+        make: EntryFactory[Any] = StoredEntry,
+    ) -> list[Any]:
         """`wanted`'s messages; an unreadable one is logged and its entry dropped. `shared`:
         a message of several queues is decoded once (recovery, until the first append).
 
         Records close together in one segment are read with one `pread` (a run): a batch
         that spans at most `_RUN` bytes of one segment is one run, without looking at each
         entry. This is the per-delivery path of a swapped queue."""
-        entries: list[StoredEntry] = []
+        entries: list[Any] = []
         counts = state.counts
         segment_size = self.log.size
         count = len(wanted)
@@ -134,7 +143,7 @@ class QueueReader:
             if shared:
                 failed = self._shared(data, start, run, counts, entries)
             else:
-                failed = read_run(data, start, run, counts, entries)
+                failed = read_run(data, start, run, counts, entries, make)
             for position, offset, exc in failed:
                 self._unreadable(state, position, offset, exc)
             first = stop
