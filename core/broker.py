@@ -27,6 +27,7 @@ from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
 from herald.core.flow import Alarms, MemoryMonitor, total_memory
 from herald.core.message import CodecRegistry
 from herald.core.timers import Timers
+from herald.core.tls import server_context
 from herald.core.vhost import VirtualHost
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class Broker:
             paging_ratio=self.config.memory.paging_ratio,
             on_paging=self.page_out,
         )
+        self.tls_context = server_context(self.config.tls)  # None until [tls] has a certificate
         self.users = AccessControl(
             loopback_users=self.config.auth.loopback_users,
             on_change=self.store.put_metadata,

@@ -13,12 +13,10 @@ from __future__ import annotations
 import difflib
 import math
 import os
-import re
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -32,24 +30,12 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, override
 
-from herald.core.errors import ConfigError
+from herald.core.errors import ConfigError, InvalidValue, show_value
+from herald.core.sizes import parse_watermark
+from herald.core.tls import TLSSection
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class InvalidValue(ConfigError, ValueError):
-    """A value broke a rule. A `ValueError` too, so cattrs records it against its field."""
-
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(f"{field}: {message}" if field else message)
-        self.message = message
-        self.field = field
-
-
-def _show(value: object) -> str:
-    """A value as a user wrote it (TOML spells booleans lower-case), cut to a sane length."""
-    text = str(value).lower() if isinstance(value, bool) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+_show = show_value
 
 
 # -- validators (the model's rules; they run on structuring, on init and on attrs.evolve) ------
@@ -161,6 +147,7 @@ CORE_SECTIONS: Mapping[str, type] = types.MappingProxyType(
         "memory": MemorySection,
         "auth": AuthSection,
         "queues": QueuesSection,
+        "tls": TLSSection,
     }
 )
 
@@ -174,6 +161,7 @@ class HeraldConfig:
     memory: MemorySection = MemorySection()
     auth: AuthSection = AuthSection()
     queues: QueuesSection = QueuesSection()
+    tls: TLSSection = attrs.field(factory=TLSSection)
     plugins: Mapping[str, Any] = attrs.field(factory=dict)
     """Plugin sections by name, each an instance of the class its plugin declared."""
 
@@ -261,44 +249,6 @@ def _sequence_hook(converter: cattrs.Converter) -> Callable[[Any], Callable[[Any
         return structure
 
     return factory
-
-
-def parse_watermark(value: str | float) -> float:
-    """A watermark as stored: a fraction of RAM (float) or a whole number of bytes (int).
-
-    0.4 and "40%" -> 0.4; "512MiB" -> 536870912; "2GB" -> 2000000000; 1073741824 stays.
-    Units: B; K, KiB, M, MiB, G, GiB, T, TiB (powers of 1024, as RabbitMQ reads them); kB, MB,
-    GB, TB (powers of 1000). Case does not matter. Arithmetic is exact (no float rounding).
-    """
-    if not isinstance(value, bool) and isinstance(value, int | float):
-        return _fraction_or_bytes(value)
-    match = _SIZE.fullmatch(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        raise InvalidValue(f"expected a number or a size like '40%' or '2GiB', got {_show(value)}")
-    number, unit = Fraction(match["number"]), match["unit"].lower()
-    if unit == "%":
-        if not 0 < number <= 100:
-            raise InvalidValue(f"a percentage must be in (0%, 100%], got {_show(value)}")
-        return float(number / 100)
-    if unit == "":
-        return _fraction_or_bytes(number)
-    size = math.floor(number * _UNITS[unit])
-    if size <= 1:
-        raise InvalidValue(f"a byte size must be more than 1 byte, got {_show(value)}")
-    return size
-
-
-def _fraction_or_bytes(number: float | Fraction) -> float:
-    """Above 1 a whole number is a byte count (kept exact as an int); else a float."""
-    if number > 1 and math.isfinite(number) and int(number) == number:
-        return int(number)
-    return float(number)
-
-
-_SIZE = re.compile(r"(?P<number>\d+(?:\.\d+)?|\.\d+)\s*(?P<unit>%|[a-zA-Z]*)")
-_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4}
-_UNITS.update({p: 1024**n for n, p in enumerate("kmgt", 1)})
-_UNITS.update({p + "ib": 1024**n for n, p in enumerate("kmgt", 1)})
 
 
 def make_converter() -> cattrs.Converter:

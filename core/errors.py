@@ -87,6 +87,21 @@ class ConfigError(HeraldError):
     """The configuration is invalid; the message names the key."""
 
 
+class InvalidValue(ConfigError, ValueError):
+    """A value broke a rule. A `ValueError` too, so cattrs records it against its field."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.message = message
+        self.field = field
+
+
+def show_value(value: object) -> str:
+    """A value as a user wrote it (TOML spells booleans lower-case), cut to a sane length."""
+    text = str(value).lower() if isinstance(value, bool) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 class PluginError(HeraldError):
     """A plugin is unknown, cannot be loaded, or implements a hook wrongly."""
 

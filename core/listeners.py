@@ -36,6 +36,15 @@ def peer_name(stream: trio.abc.Stream) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def peer_host(stream: trio.abc.Stream) -> str | None:
+    """The other end's IP address (what loopback-only users are checked against), or None."""
+    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
+    try:
+        return str(sock.getpeername()[0]) if sock is not None else None
+    except OSError:
+        return None
+
+
 async def _guarded(handler: Handler, protocol: str, stream: trio.abc.Stream) -> None:
     try:
         await handler(stream)

@@ -18,6 +18,7 @@ from herald.core.config import (
     parse_watermark,
 )
 from herald.core.errors import ConfigError
+from herald.core.tls import TLSSection
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -147,6 +148,7 @@ def test_the_docs_and_the_example_name_every_key() -> None:
         "broker": BrokerSection,
         "memory": MemorySection,
         "auth": AuthSection,
+        "tls": TLSSection,
     }.items():
         for field in attrs.fields(cls):
             assert f"`{section}.{field.name}`" in docs
@@ -245,7 +247,7 @@ def test_unknown_section() -> None:
     message = error_of(data={"brokr": {}}, plugin_sections=SECTIONS)
     assert message == (
         "config: unknown key 'brokr' (did you mean 'broker'? "
-        "known sections: amqp, auth, broker, memory, mqtt, queues, store)"
+        "known sections: amqp, auth, broker, memory, mqtt, queues, store, tls)"
     )
 
 

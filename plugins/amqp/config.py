@@ -45,6 +45,8 @@ class AMQPConfig:
     host: str = "0.0.0.0"
     """Address to bind; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
     port: int = attrs.field(default=5672, validator=_port)
+    tls_port: int = attrs.field(default=5671, validator=_port)
+    """The AMQPS listener's port, served on `host` when `[tls]` has a certificate."""
     frame_max: int = attrs.field(default=131072, validator=_frame_max)
     """The largest frame offered in connection.tune (clients may ask for less)."""
     channel_max: int = attrs.field(default=2047, validator=[_at_least(1), _port])

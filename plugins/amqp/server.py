@@ -12,11 +12,12 @@ Per connection, in one nursery:
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 import trio
 
-from herald.core.listeners import peer_name, serve_tcp
+from herald.core.listeners import peer_host, peer_name, serve_tcp
 from herald.plugins.amqp.config import AMQPConfig
 from herald.plugins.amqp.session import Session
 
@@ -37,18 +38,32 @@ async def serve(
     *,
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Listen on `[amqp] host:port` and serve each connection until cancelled."""
+    """Listen on `[amqp] host:port` (and `tls_port` when TLS is configured) and serve each
+    connection until cancelled."""
     config = config if config is not None else AMQPConfig()
 
     async def handle(stream: trio.abc.Stream) -> None:
         await handle_connection(broker, config, stream)
 
-    await serve_tcp(handle, config.host, config.port, protocol="amqp", task_status=task_status)
+    async with trio.open_nursery() as nursery:
+        tcp = partial(serve_tcp, handle, config.host, config.port, protocol="amqp")
+        listeners: list[Listener] = list(await nursery.start(tcp))
+        if broker.tls_context is not None:
+            tls = partial(
+                serve_tcp,
+                handle,
+                config.host,
+                config.tls_port,
+                protocol="amqp",
+                ssl_context=broker.tls_context,
+            )
+            listeners.extend(await nursery.start(tls))
+        task_status.started(listeners)
 
 
 async def handle_connection(broker: Broker, config: AMQPConfig, stream: trio.abc.Stream) -> None:
     connection = broker.connections.open("amqp", peer_name(stream))
-    session = Session(broker, config, connection, _peer_host(stream))
+    session = Session(broker, config, connection, peer_host(stream))
     connection.closer = session.close_from_broker
     try:
         async with trio.open_nursery() as nursery:
@@ -131,11 +146,3 @@ async def _end_deadline(session: Session, timeout: float, scope: trio.CancelScop
 async def _watch_alarms(session: Session, alarms: Alarms) -> None:
     while True:
         session.alarms_changed(await alarms.wait_changed())
-
-
-def _peer_host(stream: Any) -> str | None:
-    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
-    try:
-        return str(sock.getpeername()[0]) if sock is not None else None
-    except OSError:
-        return None

@@ -51,10 +51,14 @@ class StompConfig:
     host: str = "0.0.0.0"
     """Address of the TCP listener; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
     port: int = attrs.field(default=61613, validator=_port)
+    tls_port: int = attrs.field(default=61614, validator=_port)
+    """The STOMP-over-TLS listener's port, served on `host` when `[tls]` has a certificate."""
     ws_enabled: bool = True
     """Serve STOMP over WebSocket as well (RabbitMQ's Web-STOMP)."""
     ws_host: str = "0.0.0.0"
     ws_port: int = attrs.field(default=15674, validator=_port)
+    wss_port: int = attrs.field(default=15673, validator=_port)
+    """Web-STOMP over TLS (RabbitMQ's web_stomp.ssl port), when `[tls]` has a certificate."""
     ws_path: str = attrs.field(default="/ws", validator=_ws_path)
     """The only HTTP path the WebSocket listener upgrades; others get 404."""
     default_vhost: str = "/"

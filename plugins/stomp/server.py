@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 import trio_websocket
 
-from herald.core.listeners import peer_name, serve_tcp
+from herald.core.listeners import peer_host, peer_name, serve_tcp
 from herald.core.plugin_types import Listener
 from herald.plugins.stomp.config import StompConfig
 from herald.plugins.stomp.session import Session
@@ -116,23 +117,42 @@ async def serve(
     config = config if config is not None else StompConfig()
 
     async def handle_tcp(stream: trio.abc.Stream) -> None:
-        await run_connection(broker, config, TcpTransport(stream), peer_name(stream), _host(stream))
+        await run_connection(
+            broker, config, TcpTransport(stream), peer_name(stream), peer_host(stream)
+        )
 
+    tls = broker.tls_context
     async with trio.open_nursery() as nursery:
         tcp = partial(serve_tcp, handle_tcp, config.host, config.port, protocol=PROTOCOL)
         listeners: list[Listener] = list(await nursery.start(tcp))
+        if tls is not None:
+            stomps = partial(
+                serve_tcp,
+                handle_tcp,
+                config.host,
+                config.tls_port,
+                protocol=PROTOCOL,
+                ssl_context=tls,
+            )
+            listeners.extend(await nursery.start(stomps))
         if config.ws_enabled:
             listeners.extend(await nursery.start(serve_websocket, broker, config))
+            if tls is not None:
+                wss = partial(serve_websocket, broker, config, config.wss_port, tls)
+                listeners.extend(await nursery.start(wss))
         task_status.started(listeners)
 
 
 async def serve_websocket(
     broker: Broker,
     config: StompConfig,
+    port: int | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     *,
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Web-STOMP on `[stomp] ws_host:ws_port`, over TCP streams herald owns.
+    """Web-STOMP on `[stomp] ws_host:ws_port` (or `port`, over TLS with `ssl_context`), over
+    TCP streams herald owns.
 
     trio-websocket's own server closes a connection only when the close handshake completes,
     so a client that never answers the server's Close (after an oversized message, say) would
@@ -154,10 +174,14 @@ async def serve_websocket(
             finally:
                 nursery.cancel_scope.cancel()
 
+    port = config.ws_port if port is None else port
+    transport = "ws" if ssl_context is None else "wss"
     async with trio.open_nursery() as nursery:
-        tcp = partial(serve_tcp, handle, config.ws_host, config.ws_port, protocol=PROTOCOL)
+        tcp = partial(
+            serve_tcp, handle, config.ws_host, port, protocol=PROTOCOL, ssl_context=ssl_context
+        )
         bound: list[Listener] = await nursery.start(tcp)
-        task_status.started([Listener(PROTOCOL, "ws", b.host, b.port) for b in bound])
+        task_status.started([Listener(PROTOCOL, transport, b.host, b.port) for b in bound])
 
 
 async def _serve_request(
@@ -172,7 +196,9 @@ async def _serve_request(
     offered = request.proposed_subprotocols
     chosen = next((p for p in SUBPROTOCOLS if p in offered), None)
     ws = await request.accept(subprotocol=chosen)
-    await run_connection(broker, config, WebSocketTransport(ws), peer_name(stream), _host(stream))
+    await run_connection(
+        broker, config, WebSocketTransport(ws), peer_name(stream), peer_host(stream)
+    )
 
 
 async def run_connection(
@@ -243,11 +269,3 @@ async def _heartbeats(session: Session) -> None:
             return
         await trio.sleep_until(deadline)
         session.heartbeat_tick(trio.current_time())
-
-
-def _host(stream: Any) -> str | None:
-    sock = getattr(getattr(stream, "transport_stream", stream), "socket", None)
-    try:
-        return str(sock.getpeername()[0]) if sock is not None else None
-    except OSError:
-        return None
