@@ -182,6 +182,18 @@ class AccessControl:
         self._put_user(user)
         return user
 
+    def import_user(self, name: str, password_hash: str | None, tags: Iterable[str] = ()) -> User:
+        """Create or replace a user from an already-made hash (definitions import, management
+        API): PreconditionFailed unless `password_hash` is a hash `passwords` can verify."""
+        if not name:
+            raise PreconditionFailed("user name must not be empty")
+        if password_hash is not None and not passwords.is_well_formed(password_hash):
+            raise PreconditionFailed(f"user '{name}': password_hash is not a herald scrypt hash")
+        user = User(name, password_hash, frozenset(tags))
+        self._verified.forget_user(name)
+        self._put_user(user)
+        return user
+
     def delete_user(self, name: str) -> None:
         """Delete a user and every permission it had."""
         self._user(name)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -39,6 +39,9 @@ class Connection:
     vhost: str | None = None
     client: str | None = None
     opened_at: float = attrs.field(factory=time.time)
+    # The protocol's channels (AMQP) or sessions, described for the management API's
+    # /api/channels: one mapping each, with at least "number". None: the protocol says nothing.
+    channels: Callable[[], list[Mapping[str, Any]]] | None = None
 
     def close(self, reason: str) -> None:
         if self.closer is not None:

@@ -166,6 +166,15 @@ def herald_authorize(
 def herald_management_routes() -> list[ManagementRoute]:
     """Declare HTTP routes for the management plugin to mount.
 
+    :returns: `ManagementRoute(method, path, handler, description)`s. `path` starts with
+        "/api/" and may hold `{name}` parameters (percent-decoded before the call). The
+        management plugin calls `handler(broker, request)` on the broker's Trio thread, where
+        `request` has `method`, `path_params`, `query`, `user` and `body` (parsed JSON or
+        None); the handler may be async, returns JSON-able data (None answers 204) and raises
+        a `herald.core.errors.KernelError` to fail (NotFound answers 404). GET routes need the
+        `monitoring` or `administrator` tag, other methods `administrator`. See
+        docs/management.md.
+
     .. versionadded:: 0.1
     """
 
