@@ -93,6 +93,12 @@ class BrokerSection:
     graceful_timeout: float = attrs.field(default=5.0, validator=_positive)
     log_level: str = attrs.field(default="info", converter=str.lower, validator=_log_level)
     node_name: str = attrs.field(default="herald@localhost", validator=_not_empty)
+    max_connections: int = attrs.field(default=0, validator=_not_negative)
+    """Open client connections at most, all protocols together (0: no limit); one more is
+    closed as soon as it is accepted (RabbitMQ's `connection_max`)."""
+    max_connections_per_user: int = attrs.field(default=0, validator=_not_negative)
+    """Connections one user may have open at once (0: no limit); one more is refused at login
+    with the protocol's "not allowed" (RabbitMQ's per-user `max-connections` limit)."""
 
 
 @attrs.frozen

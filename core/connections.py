@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from herald.core.errors import HeraldError, NotAllowed
+
 if TYPE_CHECKING:
     from herald.core.broker import Broker
 
@@ -51,13 +53,22 @@ class Connection:
         return f"<Connection #{self.id} {self.protocol} {self.peer}>"
 
 
+class TooManyConnections(HeraldError):
+    """The broker holds `broker.max_connections` connections: a new one is closed at once."""
+
+
 class ConnectionRegistry:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._ids = itertools.count(1)
         self._open: dict[int, Connection] = {}
+        self._per_user: dict[str, int] = {}  # connections admitted per user name
+        self._admitted: dict[int, str] = {}  # connection id -> the user it was admitted as
         self._empty = trio.Event()
         self._empty.set()
+        section = broker.config.broker
+        self.max_connections = section.max_connections
+        self.max_per_user = section.max_connections_per_user
 
     def __iter__(self) -> Iterator[Connection]:
         return iter(list(self._open.values()))
@@ -71,6 +82,13 @@ class ConnectionRegistry:
     def open(
         self, protocol: str, peer: str, closer: Callable[[str], None] | None = None
     ) -> Connection:
+        """Register a connection just accepted; TooManyConnections at the global limit (the
+        listener then closes the socket without a word, as RabbitMQ does)."""
+        if self.max_connections and len(self._open) >= self.max_connections:
+            raise TooManyConnections(
+                f"{protocol} connection from {peer} refused:"
+                f" the broker's limit of {self.max_connections} connections is reached"
+            )
         connection = Connection(next(self._ids), protocol, peer, closer)
         self._open[connection.id] = connection
         if self._empty.is_set():
@@ -78,10 +96,36 @@ class ConnectionRegistry:
         log.info("connection #%d opened: %s from %s", connection.id, protocol, peer)
         return connection
 
+    def admit(self, connection: Connection, user: str) -> None:
+        """`user` logged in on `connection`: count it against the per-user limit, or raise
+        NotAllowed (530) and leave the connection for the protocol to refuse."""
+        count = self._per_user.get(user, 0)
+        if self.max_per_user and count >= self.max_per_user:
+            log.warning(
+                "connection #%d refused: user %r has %d connections, its limit",
+                connection.id,
+                user,
+                count,
+            )
+            raise NotAllowed(
+                f"connection refused: user '{user}' has reached its limit of"
+                f" {self.max_per_user} connections"
+            )
+        self._per_user[user] = count + 1
+        self._admitted[connection.id] = user
+        connection.user = user
+
     def close(self, connection: Connection, reason: str = "closed") -> None:
         """Forget a connection that ended; its exclusive queues are deleted."""
         if self._open.pop(connection.id, None) is None:
             return
+        admitted = self._admitted.pop(connection.id, None)
+        if admitted is not None:
+            left = self._per_user[admitted] - 1
+            if left > 0:
+                self._per_user[admitted] = left
+            else:
+                del self._per_user[admitted]
         for vhost in self._broker.vhosts.values():
             vhost.owner_closed(connection)
         user = f" user {connection.user!r}" if connection.user else ""

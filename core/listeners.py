@@ -15,6 +15,7 @@ from functools import partial
 
 import trio
 
+from herald.core.connections import TooManyConnections
 from herald.core.plugin_types import Listener
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ def peer_host(stream: trio.abc.Stream) -> str | None:
 async def _guarded(handler: Handler, protocol: str, stream: trio.abc.Stream) -> None:
     try:
         await handler(stream)
+    except TooManyConnections as exc:
+        log.warning("%s", exc)  # the stream closes when this returns
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         log.debug("%s connection lost", protocol)  # the peer went away: not a failure
     except Exception:

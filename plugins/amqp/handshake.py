@@ -111,7 +111,7 @@ class Handshake:
             )
             return
         session.user = user
-        session.user_name = session.connection.user = user.name
+        session.user_name = user.name
         config = session.config
         tune = ConnectionTune(config.channel_max, config.frame_max, config.heartbeat)
         session.send_method(0, tune)
@@ -131,6 +131,9 @@ class Handshake:
             vhost = broker.vhost(name)
             assert session.user is not None
             broker.users.check_vhost_access(session.user, name)
+            # Counted at connection.open, where RabbitMQ checks its limits too: a refusal
+            # then reads as 530 to clients, not as a failed login.
+            broker.connections.admit(session.connection, session.user.name)
         except KernelError as exc:
             session.close(exc.reply_code, exc.reply_text, ConnectionOpen)
             return

@@ -369,8 +369,12 @@ class Session:
         except NotAllowed as exc:
             self.fail("Access refused", exc.reply_text)
             return
+        try:
+            broker.connections.admit(self.connection, request.login)
+        except NotAllowed as exc:
+            self.fail("Not allowed", exc.reply_text)
+            return
         self.user = user
-        self.connection.user = request.login
         self.connection.vhost = name
         self.send_interval = request.send_ms / 1000
         self.receive_interval = request.receive_ms / 1000
