@@ -77,13 +77,15 @@ class VerifiedCache:
     def __repr__(self) -> str:
         return f"VerifiedCache({len(self._entries)}/{self._maxsize} entries)"
 
-    def _mac(self, password: str | bytes) -> bytes:
+    def digest(self, password: str | bytes) -> bytes:
+        """A keyed digest of `password`: how the cache (and the broker's table of logins
+        being verified) knows a password again without keeping it."""
         secret = password.encode() if isinstance(password, str) else password
         return hmac.new(self._key, secret, hashlib.sha256).digest()
 
     def hit(self, user: str, password: str | bytes, stored: str) -> bool:
         """Whether `password` was already verified against exactly `stored` for `user`."""
-        key = (user, self._mac(password))
+        key = (user, self.digest(password))
         cached = self._entries.get(key)
         if cached is None or not hmac.compare_digest(cached, stored):
             return False
@@ -92,7 +94,7 @@ class VerifiedCache:
 
     def remember(self, user: str, password: str | bytes, stored: str) -> None:
         """Record a successful verification, evicting the least recently used entry if full."""
-        key = (user, self._mac(password))
+        key = (user, self.digest(password))
         self._entries[key] = stored
         self._entries.move_to_end(key)
         while len(self._entries) > self._maxsize:

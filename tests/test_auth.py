@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -128,6 +129,39 @@ async def test_login_with_right_password_and_refusal_with_wrong_one() -> None:
     # The same text whether or not the user exists: no user enumeration.
     assert wrong.value.reply_text == unknown.value.reply_text == GENERIC_REFUSAL
     assert wrong.value.reply_code == 403
+
+
+async def test_a_burst_of_logins_shares_one_verification(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A fleet logging in as one user at once costs one scrypt, not one each (nor 16 MiB
+    each); a wrong password in the same burst is still refused."""
+    access = make()
+    access.add_user("fleet", "secret")
+    real = passwords.verify_password
+    calls: list[str] = []
+
+    def counted(password: str | bytes, stored: str) -> bool:
+        calls.append(str(password))
+        return real(password, stored)
+
+    monkeypatch.setattr(passwords, "verify_password", counted)
+    results: list[object] = []
+
+    async def login(password: str) -> None:
+        try:
+            results.append(await access.authenticate("fleet", password, "127.0.0.1"))
+        except AccessRefused as exc:
+            results.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(20):
+            nursery.start_soon(login, "secret")
+        for _ in range(5):
+            nursery.start_soon(login, "wrong")
+    assert sorted(calls) == ["secret", "wrong"]
+    assert sum(isinstance(r, AccessRefused) for r in results) == 5
+    assert sum(getattr(r, "name", None) == "fleet" for r in results) == 20
 
 
 async def test_refusals_are_logged_with_the_reason_but_never_the_password(
