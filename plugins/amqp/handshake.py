@@ -10,10 +10,10 @@ authentication error. connection.open checks the vhost exists and the user may u
 from __future__ import annotations
 
 import sys
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from herald.core.errors import AccessRefused, KernelError, LocalProtocolError
+from herald.core.version import herald_version
 from herald.plugins.amqp.codec import ReplyCode
 from herald.plugins.amqp.codec.fields import decode_table
 from herald.plugins.amqp.codec.methods import (
@@ -43,17 +43,10 @@ CAPABILITIES = (
 )
 
 
-def _version() -> str:
-    try:
-        return metadata.version("heraldmq")
-    except metadata.PackageNotFoundError:
-        return "0"
-
-
 def server_properties(node_name: str) -> dict[str, Any]:
     return {
         "product": "herald",
-        "version": _version(),
+        "version": herald_version(),
         "platform": f"Python {sys.version_info.major}.{sys.version_info.minor} / Trio",
         "information": "herald multi-protocol message broker",
         "cluster_name": node_name,

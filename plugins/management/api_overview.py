@@ -6,7 +6,6 @@ as RabbitMQ's /api/health/checks/* do, so load balancers and Kubernetes probes c
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
 import time
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 
 from herald.core.flow import process_rss
+from herald.core.version import herald_version
 from herald.plugins.management.access import Level
 from herald.plugins.management.endpoints import Ctx, EndpointTable
 from herald.plugins.management.errors import not_found
@@ -22,13 +22,6 @@ from herald.plugins.management.shapes import message_stats, node_name
 table = EndpointTable("overview")
 
 _STARTED = time.time()
-
-
-def herald_version() -> str:
-    try:
-        return importlib.metadata.version("heraldmq")
-    except importlib.metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def listeners_json(ctx: Ctx) -> list[dict[str, Any]]:

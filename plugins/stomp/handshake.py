@@ -13,11 +13,11 @@ Pure functions, so the rules are tested without sockets:
 from __future__ import annotations
 
 from collections.abc import Container
-from importlib import metadata
 from typing import TYPE_CHECKING
 
 import attrs
 
+from herald.core.version import herald_version
 from herald.plugins.stomp.codec import VERSIONS, Frame
 from herald.plugins.stomp.errors import FrameError
 
@@ -108,13 +108,6 @@ def connected_frame(request: ConnectRequest, session_id: str) -> Frame:
             ("version", request.version),
             ("heart-beat", f"{request.send_ms},{request.receive_ms}"),
             ("session", session_id),
-            ("server", _server()),
+            ("server", "herald/" + herald_version()),
         ),
     )
-
-
-def _server() -> str:
-    try:
-        return "herald/" + metadata.version("heraldmq")
-    except metadata.PackageNotFoundError:
-        return "herald"
