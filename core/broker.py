@@ -211,6 +211,12 @@ class Broker:
         """Ask the broker to shut down gracefully. Idempotent; never blocks."""
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        """`stop()` was called: the broker is closing connections or has stopped (readiness
+        probes fail from here on, so load balancers stop sending clients)."""
+        return self._stop.is_set()
+
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
 

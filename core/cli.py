@@ -258,5 +258,15 @@ def config_check(ctx: click.Context, file: Path, overrides: tuple[str, ...]) -> 
     click.echo(f"ok: {file}")
 
 
+def _add_admin() -> None:
+    """`herald admin ...`: the management API's CLI (plugins/management/admin_cli.py)."""
+    from herald.plugins.management.admin_cli import admin
+
+    main.add_command(admin)
+
+
+_add_admin()
+
+
 if __name__ == "__main__":
     main(prog_name="herald")

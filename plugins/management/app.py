@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from herald.plugins.management import (
     api_bindings,
@@ -22,6 +22,7 @@ from herald.plugins.management import (
     api_overview,
     api_topology,
     api_users,
+    console,
     definitions,
     metrics,
     openapi,
@@ -69,10 +70,6 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, reason, dict(exc.headers or {}))
 
 
-async def _root(request: Request) -> Response:
-    return JSONResponse({"api": "/api/", "openapi": "/api/openapi.json", "metrics": "/metrics"})
-
-
 class RawPath:
     """ASGI middleware: route on the raw (still percent-encoded) path."""
 
@@ -91,9 +88,9 @@ def build_app(state: ManagementState) -> ASGIApp:
     endpoints = builtin_endpoints()
     endpoints += contributed(state.broker.plugins.management_routes(), endpoints)
     state.endpoints = endpoints
-    routes = [
+    routes: list[BaseRoute] = [
         Route(e.path, as_starlette(state, e), methods=[e.method], name=None) for e in endpoints
     ]
-    routes.append(Route("/", _root, methods=["GET"]))
+    routes += console.routes()
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
     return RawPath(app)

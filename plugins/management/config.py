@@ -1,6 +1,7 @@
 """The `[management]` config section.
 
-Defaults follow RabbitMQ's management plugin: port 15672 on every interface. The sampler
+Defaults follow RabbitMQ's management plugin: port 15672 on every interface, HTTPS on 15671
+(its `management.ssl.port`) once the broker's `[tls]` section has a certificate. The sampler
 interval is RabbitMQ's default `collect_statistics_interval` (5 s).
 """
 
@@ -27,6 +28,8 @@ class ManagementConfig:
 
     host: str = "0.0.0.0"
     port: int = attrs.field(default=15672, validator=_port)
+    https_port: int = attrs.field(default=15671, validator=_port)
+    """The HTTPS listener's port, served on `host` when `[tls]` has a certificate."""
     sample_interval: float = attrs.field(default=5.0, validator=_positive)
     """Seconds between samples of the publish / deliver / ack counters (message rates)."""
     max_page_size: int = attrs.field(default=500, validator=_positive)

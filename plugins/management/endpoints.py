@@ -166,6 +166,15 @@ def to_response(result: Any) -> Response:
     return JSONResponse(result)
 
 
+def _without_challenge(request: Request, exc: ApiError) -> dict[str, str]:
+    """The console's own requests (`X-Requested-With: XMLHttpRequest`, as RabbitMQ's console
+    sends) get their 401 without `WWW-Authenticate`, so the browser shows the console's login
+    form instead of its own password dialog."""
+    if request.headers.get("x-requested-with", "").lower() != "xmlhttprequest":
+        return exc.headers
+    return {k: v for k, v in exc.headers.items() if k.lower() != "www-authenticate"}
+
+
 def as_starlette(state: ManagementState, endpoint: Endpoint) -> Callable:
     """The Starlette endpoint running `endpoint.handler` with auth and error mapping."""
 
@@ -181,7 +190,7 @@ def as_starlette(state: ManagementState, endpoint: Endpoint) -> Callable:
                 result = await result
             return to_response(result)
         except ApiError as exc:
-            return error_response(exc.status, exc.reason, exc.headers)
+            return error_response(exc.status, exc.reason, _without_challenge(request, exc))
         except KernelError as exc:
             return error_response(status_of(exc), exc.reply_text)
         except Exception:

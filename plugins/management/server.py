@@ -4,12 +4,15 @@ and the rate sampler beside it.
 It is a `herald_services` service rather than a protocol: it speaks to people and tools, not
 to messaging clients, and it needs the broker open before it starts. It serves only when
 selected (`herald run --plugins ...,management`, or no `--plugins` at all) and reports its
-listener in `broker.listeners` (protocol "management", transport "http").
+listener in `broker.listeners` (protocol "management", transport "http"). When the broker's
+`[tls]` section has a certificate, the same hypercorn server also serves HTTPS on
+`https_port` (transport "https"), with a context built from that section.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -19,6 +22,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from herald.core.plugin_types import Listener
+from herald.core.tls import server_context
 from herald.plugins.management.config import ManagementConfig
 from herald.plugins.management.metrics import HeraldCollector, make_registry
 from herald.plugins.management.rates import Rates
@@ -59,7 +63,7 @@ class ManagementState:
         return all(spec.name in bound for spec in wanted)
 
     def broker_stopping(self) -> bool:
-        return self.listener is None
+        return self.broker.stopping or self.listener is None
 
 
 def selected(broker: Broker) -> bool:
@@ -67,10 +71,49 @@ def selected(broker: Broker) -> bool:
     return chosen is None or NAME in chosen
 
 
-def hypercorn_config(config: ManagementConfig) -> HypercornConfig:
-    hc = HypercornConfig()
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    hc.bind = [f"{host}:{config.port}"]
+class _Config(HypercornConfig):
+    """Hypercorn's config with the TLS context handed in rather than built from files, so
+    HTTPS follows the broker's `[tls]` section (verify mode, ciphers, key passphrase)."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
+        super().__init__()
+        self._ssl_context = ssl_context
+
+    @property
+    def ssl_enabled(self) -> bool:
+        return self._ssl_context is not None
+
+    def create_ssl_context(self) -> ssl.SSLContext | None:
+        return self._ssl_context
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def https_context(broker: Broker) -> ssl.SSLContext | None:
+    """A fresh server context from `[tls]` (not the broker's shared one: ALPN is set here for
+    HTTP/2 and HTTP/1.1, which must not leak into the AMQP or STOMP handshakes)."""
+    if broker.tls_context is None:
+        return None
+    context = server_context(broker.config.tls)
+    assert context is not None
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    return context
+
+
+def hypercorn_config(
+    config: ManagementConfig, tls: ssl.SSLContext | None = None
+) -> HypercornConfig:
+    """HTTP on `port`; with a TLS context, also HTTPS on `https_port` (hypercorn names the
+    TLS sockets `bind` and the plain ones `insecure_bind`)."""
+    hc = _Config(tls)
+    plain = [_address(config.host, config.port)]
+    if tls is None:
+        hc.bind = plain
+    else:
+        hc.bind = [_address(config.host, config.https_port)]
+        hc.insecure_bind = plain
     hc.accesslog = None
     hc.errorlog = logging.getLogger("herald.plugins.management.http")
     hc.graceful_timeout = config.graceful_timeout
@@ -78,8 +121,14 @@ def hypercorn_config(config: ManagementConfig) -> HypercornConfig:
     return hc
 
 
-def _port_of(bind: str) -> int:
-    return int(bind.rpartition(":")[2])
+def listeners_of(binds: list[str], host: str) -> list[Listener]:
+    """hypercorn's bound addresses ("https://127.0.0.1:15671") as broker listeners, plain
+    HTTP first (tools that take the first management listener expect it)."""
+    out = []
+    for bind in binds:
+        scheme, _, address = bind.partition("://")
+        out.append(Listener(NAME, scheme, host, int(address.rpartition(":")[2])))
+    return sorted(out, key=lambda listener: listener.transport != "http")
 
 
 async def run(broker: Broker, *, task_status: trio.TaskStatus[None]) -> None:
@@ -93,16 +142,18 @@ async def run(broker: Broker, *, task_status: trio.TaskStatus[None]) -> None:
     config = section if isinstance(section, ManagementConfig) else ManagementConfig()
     state = ManagementState.for_broker(broker, config)
     app = build_app(state)
+    hc = hypercorn_config(config, https_context(broker))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(state.rates.run, config.sample_interval)
-        binds = await nursery.start(partial(serve, app, hypercorn_config(config)))
-        listener = Listener(NAME, "http", config.host, _port_of(binds[0]))
-        state.listener = listener
-        broker.listeners.append(listener)
+        binds = await nursery.start(partial(serve, app, hc))
+        listeners = listeners_of(binds, config.host)
+        state.listener = next(lst for lst in listeners if lst.transport == "http")
+        broker.listeners.extend(listeners)
         task_status.started()
         try:
             await trio.sleep_forever()
         finally:
             state.listener = None
-            if listener in broker.listeners:
-                broker.listeners.remove(listener)
+            for listener in listeners:
+                if listener in broker.listeners:
+                    broker.listeners.remove(listener)

@@ -74,6 +74,25 @@ async def test_health_checks(broker: Broker, api: httpx.AsyncClient) -> None:
     assert (await api.get("/api/health/checks/alarms")).status_code == 200
 
 
+async def test_ready_fails_once_the_broker_is_stopping(
+    broker: Broker, api: httpx.AsyncClient
+) -> None:
+    # A connection that ignores the polite close keeps the broker in its graceful phase
+    # (closing connections, listeners still up) until the test lets it go.
+    lingering = broker.connections.open("demo", "127.0.0.1:4000")
+    broker.stop()
+    try:
+        with trio.fail_after(5):
+            while not broker.stopping:
+                await trio.sleep(0.01)
+        ready = await api.get("/api/health/checks/ready")
+        assert ready.status_code == 503
+        assert ready.json() == {"status": "failed", "reason": "the broker is stopping"}
+        assert (await api.get("/api/health/checks/alive")).status_code == 200
+    finally:
+        broker.connections.close(lingering)
+
+
 async def test_plugins_list(api: httpx.AsyncClient) -> None:
     plugins = {p["name"]: p for p in (await api.get("/api/plugins")).json()}
     assert plugins["management"]["enabled"] is True
