@@ -236,6 +236,26 @@ def plugins_command(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"  {name:<{width}}  {reason}")
 
 
+class _PipelineGroup(click.Group):
+    """`herald pipeline`: loaded on use, so the broker's CLI never imports the pipeline."""
+
+    def _group(self) -> click.Group:
+        from herald.pipeline.cli import pipeline
+
+        return pipeline
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._group().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        return self._group().get_command(ctx, name)
+
+
+@main.group(name="pipeline", cls=_PipelineGroup)
+def pipeline_group() -> None:
+    """Spark jobs over a data dir's commit log (needs pip install 'heraldmq[spark]')."""
+
+
 @main.group(name="config", cls=HeraldGroup)
 def config_group() -> None:
     """Work with config files."""

@@ -1,0 +1,111 @@
+"""The PySpark data source `herald`: `spark.read.format("herald").load(DATA_DIR)`,
+`spark.readStream.format("herald")`, `df.write.format("herald")` and `writeStream`.
+
+Planning (`partitions`) runs in a short-lived Python process on the driver: it opens the
+data dir's `LogView` (segments, readable end, queue names) and cuts the log into splits.
+Each `InputPartition` carries everything its task needs (the split, the options, the queue
+names), because `read` runs on an executor with a reader unpickled from the planner's, and
+yields Arrow record batches (1.7x faster than tuples in the probe, pyspark.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.types import StructType
+
+from herald.pipeline.log_view import Split, open_log
+from herald.pipeline.options import ReadOptions
+from herald.pipeline.read import plan, read_split
+from herald.pipeline.schema import ddl
+
+FORMAT = "herald"
+
+
+@attrs.frozen
+class HeraldPartition(InputPartition):
+    """One split of the log, with what its executor needs to read it."""
+
+    root: str
+    split: Split
+    options: ReadOptions
+    queues: Mapping[int, tuple[str, str]]
+    missing_ok: bool = True
+    verify: bool = True
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        return read_split(
+            Path(self.root), self.split, self.options, self.queues, self.missing_ok, self.verify
+        )
+
+
+class HeraldDataSource(DataSource):
+    """`format("herald")`. Read options: see `ReadOptions`; stream options: see
+    `stream.StreamOptions`; write options: see `writer.WriteOptions` (docs/pipeline.md)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> str:
+        return ddl(_body_as_text(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return HeraldReader(ReadOptions.from_options(dict(self.options)), _verify(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from herald.pipeline.stream import HeraldStreamReader
+
+        return HeraldStreamReader(dict(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from herald.pipeline.writer import HeraldWriter, WriteOptions
+
+        return HeraldWriter(WriteOptions.from_options(dict(self.options)), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from herald.pipeline.writer import HeraldStreamWriter, WriteOptions
+
+        return HeraldStreamWriter(WriteOptions.from_options(dict(self.options)), schema)
+
+
+def _body_as_text(options: Mapping[str, Any]) -> bool:
+    return any(k.lower() == "bodyastext" and str(v).lower() == "true" for k, v in options.items())
+
+
+def _verify(options: Mapping[str, Any]) -> bool:
+    return not any(
+        k.lower() == "verifycrc" and str(v).lower() == "false" for k, v in options.items()
+    )
+
+
+class HeraldReader(DataSourceReader):
+    """Batch reads: one partition per split (a segment, or `splitBytes` of it)."""
+
+    def __init__(self, options: ReadOptions, verify: bool = True) -> None:
+        self.options = options
+        self.verify = verify
+
+    def partitions(self) -> list[InputPartition]:
+        options = self.options
+        view = open_log(options.path, options.durable_only)
+        return [
+            HeraldPartition(str(view.root), split, options, view.queues, True, self.verify)
+            for split in plan(view, options)
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, HeraldPartition):  # Spark sends InputPartition(None) for []
+            yield from partition.batches()
