@@ -11,6 +11,7 @@ import os
 import queue
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -169,9 +170,13 @@ def mqtt_connect_qos(qos: int) -> Connect:
 
         def publish(body: bytes) -> None:
             info = client.publish(f"crash/q{qos}", f"q{qos}:".encode() + body, qos=qos)
-            info.wait_for_publish(WAIT)  # returns once PUBACK (1) or PUBCOMP (2) arrived
-            if not info.is_published():
-                raise ConnectionError("not acknowledged: the broker went away")
+            deadline = time.monotonic() + WAIT
+            # Until PUBACK (1) or PUBCOMP (2) arrived; paho does not wake this wait when the
+            # connection drops, so look at the connection between short waits.
+            while not info.is_published():
+                if not client.is_connected() or time.monotonic() > deadline:
+                    raise ConnectionError("not acknowledged: the broker went away")
+                info.wait_for_publish(0.1)
 
         def close() -> None:
             client.loop_stop()
