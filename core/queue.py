@@ -228,7 +228,8 @@ class Queue:
             or (max_bytes is not None and ready.bytes > max_bytes)
         ):
             entry = ready.pop()
-            assert entry is not None
+            if entry is None:
+                return  # the head is a range the store cannot read now (StoreUnreadable)
             self._remove(entry, DeadLetterReason.MAXLEN)
 
     # -- consumers -------------------------------------------------------------------------
@@ -330,7 +331,8 @@ class Queue:
                 if consumer is None:
                     break
                 entry = ready.pop()
-                assert entry is not None
+                if entry is None:
+                    break  # the head is a range the store cannot read now: retried later
                 expires_at = entry.expires_at
                 if expires_at is not None and expires_at < trio.current_time():
                     self._remove(entry, DeadLetterReason.EXPIRED)

@@ -15,15 +15,18 @@ import trio
 from herald.core.errors import HeraldError
 from herald.core.queue_entry import GONE, QueueEntry
 from herald.core.store import QueueTarget
-from herald.core.swap import SwappedRange
+from herald.core.swap import StoreUnreadable, SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.config import QueuesSection
     from herald.core.flow import MemoryMonitor
     from herald.core.queue import Queue
     from herald.core.store import QueueRange, Store, StoredEntry
+    from herald.core.timers import TimerHandle
 
 log = logging.getLogger(__name__)
+
+_RETRY_SECONDS = 1.0
 
 
 class QueueSwap:
@@ -32,6 +35,7 @@ class QueueSwap:
         "_memory",
         "_queue",
         "_range_size",
+        "_retry",
         "_scratch_last",
         "_store",
         "_tail_buffer",
@@ -56,6 +60,7 @@ class QueueSwap:
         self._expiring = True  # whether the entries of the last `read` may have a TTL
         self.scratch_id = 0  # the store queue id paged entries are kept under (0: none yet)
         self._scratch_last = -1  # the highest offset paged: a store queue's offsets only grow
+        self._retry: TimerHandle | None = None  # a dispatch after a failed read
 
     @property
     def paging(self) -> bool:
@@ -175,12 +180,16 @@ class QueueSwap:
         queue = self._queue
         store_id = swapped.store_id
         first, last, clock_offset = swapped.offset, swapped.last_offset, swapped.clock_offset
-        if queue.args.message_ttl is not None:
-            self._expiring = True
-            stored = self._store.read_queue(store_id, first, last, limit)
-            return [self.stored_entry(s, clock_offset, store_id) for s in stored]
-        make = partial(QueueEntry, queue, store_id)
-        entries: list[QueueEntry] = self._store.read_queue(store_id, first, last, limit, make)
+        try:
+            if queue.args.message_ttl is not None:
+                self._expiring = True
+                stored = self._store.read_queue(store_id, first, last, limit)
+                return [self.stored_entry(s, clock_offset, store_id) for s in stored]
+            make = partial(QueueEntry, queue, store_id)
+            entries: list[QueueEntry] = self._store.read_queue(store_id, first, last, limit, make)
+        except OSError as exc:
+            self._read_failed(exc)
+            raise StoreUnreadable(f"queue '{queue.name}': cannot read messages: {exc}") from exc
         expiring = False
         for entry in entries:
             expiration = entry.message.expiration_ms
@@ -189,6 +198,19 @@ class QueueSwap:
                 expiring = True
         self._expiring = expiring
         return entries
+
+    def _read_failed(self, exc: OSError) -> None:
+        """Log it and dispatch again in a second: a disk error may be transient, and nothing
+        else would wake a queue whose consumers wait for the range."""
+        queue = self._queue
+        log.error("queue %r: reading swapped messages back failed: %s; retrying", queue.name, exc)
+        if self._retry is None:
+            self._retry = queue.vhost.broker.timers.call_later(_RETRY_SECONDS, self._retry_read)
+
+    def _retry_read(self) -> None:
+        self._retry = None
+        if not self._queue.deleted:
+            self._queue.dispatch()
 
     def loaded(self, entries: list[QueueEntry]) -> None:
         """Entries of a range came into the ready list (those of the last `read`): start

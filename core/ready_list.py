@@ -20,7 +20,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Union
 
 from herald.core.queue_entry import ACQUIRED, GONE, READY
-from herald.core.swap import SwappedRange
+from herald.core.swap import StoreUnreadable, SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.queue_entry import QueueEntry
@@ -251,7 +251,10 @@ class ReadyList:
                 head = level[0]
                 if head.state == READY:
                     if head.__class__ is SwappedRange:
-                        self._expand_head(level, head, self._load_batch)  # type: ignore[arg-type]
+                        try:
+                            self._expand_head(level, head, self._load_batch)  # type: ignore[arg-type]
+                        except StoreUnreadable:
+                            return None  # the range stays; its queue retries the read later
                         continue
                     return head  # type: ignore[return-value]
                 level.popleft()

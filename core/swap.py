@@ -25,7 +25,13 @@ import time
 
 import trio
 
+from herald.core.errors import ResourceError
 from herald.core.queue_entry import READY
+
+
+class StoreUnreadable(ResourceError):
+    """Reading a swapped range back failed (EIO): the range stays where it is, dispatch
+    stops at it, and the queue tries the read again a little later."""
 
 
 class SwappedRange:
