@@ -53,6 +53,8 @@ SUITES = {
     "aio-pika": ("aio_pika-*", ["tests"]),
 }
 URL_ENV = "HERALD_AMQP_URL"
+TLS_PORT_ENV = "HERALD_AMQPS_PORT"
+TLS_PORT = 5671
 PORT = 5672
 HERALD_SETTINGS = [
     # aio-pika's test_big_message publishes 22 MB; its broker image allows it (herald's
@@ -74,7 +76,8 @@ class _HeraldContainers:
         from tests.docker_client import ContainerInfo  # the suite's own class
 
         url = urlsplit(os.environ[URL_ENV])
-        return ContainerInfo(id="herald", ports={"5672/tcp": url.port}, host=url.hostname)
+        ports = {"5672/tcp": url.port, "5671/tcp": int(os.environ[TLS_PORT_ENV])}
+        return ContainerInfo(id="herald", ports=ports, host=url.hostname)
 
     def kill(self, container_id: str) -> None:
         pass  # herald outlives the suite: the runner stops it
@@ -110,6 +113,17 @@ def _wait_for_port(host: str, port: int, process: subprocess.Popen[bytes], limit
     raise SystemExit(f"herald is not listening on {host}:{port} after {limit}s")
 
 
+def _certificate(path: Path) -> Path:
+    """A throwaway certificate for 127.0.0.1 and localhost, key included (the suites do
+    not verify it), made with trustme (a test dependency of herald)."""
+    import trustme
+
+    trustme.CA().issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(path)
+    )
+    return path
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as sock:
         return sock.connect_ex((host, port)) != 0
@@ -142,7 +156,7 @@ def run_suite(
     name: str, directory: Path, paths: list[str], python: str, url: str, extra: list[str]
 ) -> dict[str, Any]:
     junit = Path(tempfile.mkdtemp(prefix="herald-suite-")) / "junit.xml"
-    env = dict(os.environ, **{URL_ENV: url})
+    env = dict(os.environ, **{URL_ENV: url, TLS_PORT_ENV: str(TLS_PORT)})
     env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent), str(directory)])
     command = [
         python, "-m", "pytest", *paths, "-p", "run_client_suites", "-p", "no:cacheprovider",
@@ -169,10 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     herald = Path(sys.executable).with_name("herald")
     data_dir = Path(tempfile.mkdtemp(prefix="herald-suites-data-"))
     log_path = data_dir.with_suffix(".log")
+    tls = _certificate(data_dir.with_suffix(".pem"))  # aio-pika's test_amqps: AMQPS on 5671
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [str(herald), "run", "--plugins", "amqp", "--data-dir", str(data_dir),
              "--set", f"amqp.host={args.host}", "--set", f"amqp.port={args.port}",
+             "--set", f"amqp.tls_port={TLS_PORT}", "--set", f"tls.certfile={tls}",
              *(arg for setting in HERALD_SETTINGS for arg in ("--set", setting))],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
