@@ -5,12 +5,17 @@ Registered through the `herald` entry-point group as `stomp = "herald.plugins.st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from herald.core import hookimpl
 from herald.core.message import MessageCodec
-from herald.core.plugin_types import ConfigSection, PluginInfo, ProtocolSpec
+from herald.core.plugin_types import ConfigSection, ManagementRoute, PluginInfo, ProtocolSpec
 from herald.plugins.stomp.config import StompConfig
 from herald.plugins.stomp.message_codec import PROTOCOL, StompMessageCodec
 from herald.plugins.stomp.server import serve
+
+if TYPE_CHECKING:
+    from herald.core.broker import Broker
 
 _GREETINGS = (b"CONNECT", b"STOMP")
 
@@ -51,3 +56,22 @@ def herald_protocols() -> list[ProtocolSpec]:
 @hookimpl
 def herald_message_codecs() -> list[MessageCodec]:
     return [StompMessageCodec()]
+
+
+def _subscriptions(broker: Broker, request: Any) -> list[dict[str, Any]]:
+    """Every STOMP subscription, with the connection it belongs to."""
+    found = []
+    for connection in broker.connections:
+        if connection.protocol == PROTOCOL and connection.channels is not None:
+            for subscription in connection.channels():
+                found.append({"connection": connection.id, "user": connection.user, **subscription})
+    return found
+
+
+@hookimpl
+def herald_management_routes() -> list[ManagementRoute]:
+    return [
+        ManagementRoute(
+            "GET", "/api/stomp/subscriptions", _subscriptions, "Every STOMP subscription"
+        )
+    ]

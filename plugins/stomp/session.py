@@ -92,6 +92,7 @@ class Session:
         self.user: User | None = None
         self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by CONNECT
         self.subscriptions = Subscriptions(self)
+        connection.channels = self.subscriptions.describe  # the management API's /api/channels
         self.publisher = Publisher(self)
         self.transactions = Transactions()
         self.send_interval = 0.0  # seconds between our heart-beats; 0 = none

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -87,6 +87,23 @@ class Subscriptions:
         self.pending: dict[str, Subscription] = {}
         """Unsettled message ids, to the subscription that delivered them."""
         self._next = 0
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The subscriptions as the management API shows them (`Connection.channels`)."""
+        return [
+            {
+                "number": number,
+                "id": sub.id,
+                "destination": sub.destination.kind.value
+                + sub.destination.name
+                + (f"/{sub.destination.routing_key}" if sub.destination.routing_key else ""),
+                "ack": sub.ack.value,
+                "queue": sub.queue.name,
+                "durable": sub.durable,
+                "unacked": len(sub.unacked),
+            }
+            for number, sub in enumerate(self.by_id.values(), 1)
+        ]
 
     # -- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
     def subscribe(self, frame: Frame) -> None:

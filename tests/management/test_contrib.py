@@ -13,6 +13,7 @@ import trio
 from herald.core.broker import Broker
 from tests.management.contrib_plugin import SessionsPlugin
 from tests.management.helpers import add_user, assert_error, client, management_broker, port
+from tests.stomp_e2e.helpers import Client as Stomp
 
 
 @pytest.fixture
@@ -66,3 +67,27 @@ async def test_contributed_routes_check_tags(contrib_broker: Broker) -> None:
         assert_error(await mon.post("/api/demo/sessions/1/kick", json={}), 403)
     async with client(contrib_broker, user=None) as anonymous:
         assert_error(await anonymous.get("/api/demo/sessions"), 401)
+
+
+async def test_the_stomp_plugin_contributes_its_subscriptions(tmp_path: Path) -> None:
+    """A real contribution: the STOMP plugin's /api/stomp/subscriptions, and its subscriptions
+    as the connection's channels in /api/channels."""
+    settings = ["stomp.host=127.0.0.1", "stomp.port=0", "stomp.ws_enabled=false"]
+    async with management_broker(
+        tmp_path / "data", plugins=("stomp", "management"), settings=settings
+    ) as broker:
+        stomp = await Stomp.connect(broker)
+        await stomp.subscribe("/queue/orders", "sub-1", ack="client-individual")
+        await stomp.subscribe("/topic/news.#", "sub-2", receipt="r")
+        await stomp.receipt("r")
+        async with client(broker) as api:
+            listed = (await api.get("/api/stomp/subscriptions")).json()
+            assert [(s["id"], s["destination"], s["ack"]) for s in listed] == [
+                ("sub-1", "/queue/orders", "client-individual"),
+                ("sub-2", "/topic/news.#", "auto"),
+            ]
+            assert {s["user"] for s in listed} == {"guest"}
+            channels = (await api.get("/api/channels")).json()
+            items = channels["items"] if isinstance(channels, dict) else channels
+            assert len(items) == 2
+        await stomp.disconnect()
