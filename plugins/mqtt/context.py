@@ -22,8 +22,14 @@ from herald.core.errors import ConfigError, KernelError
 from herald.core.message import Message
 from herald.core.vhost import PublishResult
 from herald.plugins.mqtt.codec import Properties
-from herald.plugins.mqtt.codec.topics import mqtt_to_amqp
-from herald.plugins.mqtt.message_codec import PROTOCOL, message_properties, pack
+from herald.plugins.mqtt.message_codec import (
+    PROTOCOL,
+    Routing,
+    StoredPublish,
+    message_properties,
+    pack,
+    routing_key,
+)
 from herald.plugins.mqtt.registry import SessionRegistry, SessionState
 from herald.plugins.mqtt.retained import RetainedMessage, RetainedStore
 from herald.plugins.mqtt.subscriptions import SubscriptionSet
@@ -57,6 +63,8 @@ class MQTTContext:
         self.retained = RetainedStore(config.vhost, persisted)
         self.sessions = SessionRegistry(self)
         self.no_local_subscriptions = 0
+        self.routing: Routing | None = None
+        """The message `publish` is routing, for the deliveries made meanwhile (outbound.py)."""
 
     def start(self) -> None:
         """Check the config against the broker and read back retained messages and sessions."""
@@ -105,14 +113,19 @@ class MQTTContext:
             PROTOCOL,
             pack(qos, retain, properties, payload),
             self.config.exchange,
-            mqtt_to_amqp(topic),
+            routing_key(topic),
             len(payload),
             headers=headers,
             persistent=qos > 0,
             expiration_ms=expiry * 1000 if expiry is not None else None,
             annotations={PUBLISHER_KEY: client_id} if self.no_local_subscriptions else None,
         )
-        result = self.vhost.publish(message)
+        outer = self.routing  # restored after: publishing may nest
+        self.routing = Routing(message, StoredPublish(qos, retain, properties, payload))
+        try:
+            result = self.vhost.publish(message)
+        finally:
+            self.routing = outer
         ticket = result.ticket
         if retain and self.retain_available:
             expires_at = time.time() + expiry if expiry is not None else None

@@ -52,8 +52,10 @@ class Inbound:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.store = session.context.store
-        self._pending: list[Packet] = []
+        self.owed: list[Packet] = []
+        """Acks for the packets of the current read, sent by `flush`."""
         self._ticket = 0
+        self._may_publish = False  # write on the exchange was granted (remembered, as authorize)
 
     def publish(self, packet: Publish) -> None:
         session = self.session
@@ -77,11 +79,13 @@ class Inbound:
                 session.fail(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
                 return
             retain = False
-        try:
-            session.authorize(PermissionKind.WRITE, "exchange", context.config.exchange)
-        except AccessRefused as exc:
-            self._refuse(packet, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
-            return
+        if not self._may_publish:
+            try:
+                session.authorize(PermissionKind.WRITE, "exchange", context.config.exchange)
+            except AccessRefused as exc:
+                self._refuse(packet, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
+                return
+            self._may_publish = True
         try:
             result, ticket = context.publish(
                 state.client_id, packet.topic, packet.payload, qos, retain, packet.properties
@@ -93,7 +97,8 @@ class Inbound:
         session.published = True
         if packet_id is None:
             return
-        code = _STATUS_CODES[result.status]
+        status = result.status
+        code = ReasonCode.SUCCESS if status is RouteStatus.ROUTED else _STATUS_CODES[status]
         reason = "a queue refused the message (x-overflow)" if code >= 0x80 else None
         if ticket is not None and ticket > self._ticket:
             self._ticket = ticket
@@ -115,7 +120,7 @@ class Inbound:
 
     async def flush(self) -> None:
         """Send the acks owed, once what they confirm is durable."""
-        if not self._pending:
+        if not self.owed:
             return
         ticket, self._ticket = self._ticket, 0
         if ticket and ticket > self.store.durable_ticket:
@@ -123,16 +128,16 @@ class Inbound:
                 await self.store.wait_durable(ticket)
             except KernelError as exc:
                 log.error("store failed to make MQTT publishes durable: %s", exc.reply_text)
-                self._pending.clear()
+                self.owed.clear()
                 self.session.fail(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, exc.reply_text)
                 return
-        pending, self._pending = self._pending, []
+        pending, self.owed = self.owed, []
         for packet in pending:
             self.session.send(packet)
 
     # -- internals ---------------------------------------------------------------------------
     def _reply(self, packet: Packet) -> None:
-        self._pending.append(packet)
+        self.owed.append(packet)
 
     def _reason(self, text: str | None) -> Properties:
         if text is None or not self.session.problem_information:

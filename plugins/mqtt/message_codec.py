@@ -25,6 +25,7 @@ persistent message) is QoS 1, else QoS 0.
 from __future__ import annotations
 
 import base64
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -57,6 +58,9 @@ class StoredPublish(NamedTuple):
     payload: bytes
 
 
+_new_tuple = tuple.__new__
+
+
 def message_properties(props: Properties) -> Properties:
     """`props` without what belongs to one hop (topic alias, subscription identifiers)."""
     if props is NO_PROPERTIES or (props.topic_alias is None and not props.subscription_identifiers):
@@ -64,11 +68,15 @@ def message_properties(props: Properties) -> Properties:
     return attrs.evolve(props, topic_alias=None, subscription_identifiers=())
 
 
+_PLAIN_HEADERS: Final = tuple(bytes((flags, 0)) for flags in range(8))
+"""The first two bytes of a stored message without properties, by flags byte."""
+
+
 def pack(qos: int, retain: bool, properties: Properties, payload: bytes) -> bytes:
     """The stored form of a message (module docstring)."""
-    flags = qos | (4 if retain else 0)
+    flags = qos | 4 if retain else qos
     if properties is NO_PROPERTIES:
-        return bytes((flags, 0)) + payload
+        return _PLAIN_HEADERS[flags] + payload
     return bytes((flags,)) + encode_properties(properties, PacketType.PUBLISH) + payload
 
 
@@ -84,7 +92,23 @@ def unpack(raw: bytes) -> StoredPublish:
             props, pos = decode_properties(raw, 1, len(raw), PacketType.PUBLISH)
         except LocalProtocolError as exc:
             raise InternalError(f"corrupt stored MQTT message: {exc.text}") from None
-    return StoredPublish(flags & 3, bool(flags & 4), props, raw[pos:])
+    # tuple.__new__ skips the NamedTuple's Python-level __new__: this runs once per delivery
+    return _new_tuple(StoredPublish, (flags & 3, flags > 3, props, raw[pos:]))
+
+
+class Routing:
+    """A message being routed, unpacked already: the deliveries made while the kernel routes
+    it (one per subscriber whose consumer has room) reuse it instead of parsing and copying it
+    again, and plain QoS 0 ones share one PUBLISH packet."""
+
+    __slots__ = ("message", "plain", "stored")
+
+    def __init__(self, message: Message, stored: StoredPublish) -> None:
+        self.message = message
+        self.stored = stored
+        self.plain: Any = None
+        """The `Publish` of a QoS 0 delivery without RETAIN or properties, made by the first
+        such delivery and sent by the others (the codec encodes it once for them)."""
 
 
 class MQTTMessageCodec:
@@ -186,6 +210,19 @@ def topic_or_none(topic: str) -> str | None:
     except TopicError:
         return None
     return topic
+
+
+@functools.lru_cache(maxsize=4096)
+def routing_key(topic: str) -> str:
+    """`mqtt_to_amqp(topic)`, remembered for the topics in use: publishers repeat theirs."""
+    return mqtt_to_amqp(topic)
+
+
+@functools.lru_cache(maxsize=4096)
+def delivered_topic(routing_key: str) -> str | None:
+    """The MQTT topic name for a routing key, None if it has none (a wildcard, U+0000, too
+    long); remembered per key, as every delivery of a topic asks again."""
+    return topic_or_none(amqp_to_mqtt(routing_key))
 
 
 def _expiry_seconds(expiration: str | None) -> int | None:

@@ -27,9 +27,8 @@ from herald.plugins.mqtt.codec import (
     PubRel,
     ReasonCode,
 )
-from herald.plugins.mqtt.codec.topics import amqp_to_mqtt
 from herald.plugins.mqtt.context import PUBLISHER_KEY, RETAINED_KEY, TOPIC_KEY
-from herald.plugins.mqtt.message_codec import PROTOCOL, topic_or_none, unpack
+from herald.plugins.mqtt.message_codec import PROTOCOL, delivered_topic, unpack
 from herald.plugins.mqtt.subscriptions import Match, Subscription, merge
 
 if TYPE_CHECKING:
@@ -49,6 +48,7 @@ class Outbound:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.codecs = session.context.codecs
+        self.context = session.context
         self.inflight: dict[int, QueueEntry] = {}
         """QoS 1 deliveries waiting for PUBACK and QoS 2 ones waiting for PUBREC, by id."""
         self.shared: dict[str, Subscription] = {}
@@ -59,36 +59,47 @@ class Outbound:
     # -- DeliverySink ------------------------------------------------------------------------
     def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:
         session = self.session
+        if not session.can_send:
+            return  # closing: the entry goes back to its queue with the consumer
         state = session.state
+        assert state is not None  # set before CONNACK, which can_send waits for
         message = entry.message
         annotations = message.annotations
-        if state is None or not session.can_send:
-            return  # closing: the entry goes back to its queue with the consumer
         pending_id = None
         if entry.delivery_count:
             pending_id = state.pending_ids.pop((entry.queue.name, entry.offset), None)
         retained = False
-        publisher = None
-        if annotations is not None and TOPIC_KEY in annotations:
-            topic: str | None = annotations[TOPIC_KEY]
+        own = False
+        if annotations is None:
+            topic = delivered_topic(message.routing_key)
+        elif TOPIC_KEY in annotations:
+            topic = annotations[TOPIC_KEY]
             retained = bool(annotations.get(RETAINED_KEY))
         else:
-            topic = topic_or_none(amqp_to_mqtt(message.routing_key))
-            if annotations is not None:
-                publisher = annotations.get(PUBLISHER_KEY)
+            topic = delivered_topic(message.routing_key)
+            own = annotations.get(PUBLISHER_KEY) == state.client_id
         match = None
         if topic is not None:
-            match = self._match(consumer, state, topic, publisher == state.client_id)
+            if self.shared:
+                match = self._match(consumer, state, topic, own)
+            else:
+                match = state.subscriptions.match(topic, own)
         if match is None:
             self._settle(entry)  # not for this session ($-topic, no-local, unmappable key)
             return
-        try:
-            stored = unpack(message.raw_for(PROTOCOL, self.codecs))
-        except KernelError as exc:
-            log.error("dropping a message that cannot be sent over MQTT: %s", exc.reply_text)
-            entry.queue.reject(entry, requeue=False)
-            return
-        qos = min(stored.qos, match.qos)
+        routing = self.context.routing
+        if routing is not None and routing.message is message:
+            stored = routing.stored  # delivered while it is published: parsed once for all
+        else:
+            routing = None
+            try:
+                stored = unpack(message.raw_for(PROTOCOL, self.codecs))
+            except KernelError as exc:
+                log.error("dropping a message that cannot be sent over MQTT: %s", exc.reply_text)
+                entry.queue.reject(entry, requeue=False)
+                return
+        qos = stored.qos if stored.qos < match.qos else match.qos
+        retain = retained or (match.retain_as_published and stored.retain)
         properties = NO_PROPERTIES
         if session.version == 5:
             properties = self._properties(
@@ -97,17 +108,18 @@ class Outbound:
         packet_id = None
         if qos:
             packet_id = self._packet_id(state, pending_id)
-        packet = Publish(
-            topic,  # type: ignore[arg-type]  # checked above
-            stored.payload,
-            qos,
-            retained or (match.retain_as_published and stored.retain),
-            bool(qos and entry.delivery_count),
-            packet_id,
-            properties,
-        )
+            dup = entry.delivery_count > 0
+            packet = Publish(topic, stored.payload, qos, retain, dup, packet_id, properties)
+        elif retain or properties is not NO_PROPERTIES or annotations is not None:
+            packet = Publish(topic, stored.payload, 0, retain, False, None, properties)
+        elif routing is None:
+            packet = Publish(topic, stored.payload)
+        else:  # the same packet for every plain QoS 0 subscriber
+            packet = routing.plain
+            if packet is None:
+                packet = routing.plain = Publish(topic, stored.payload)
         try:
-            session.send(packet, len(stored.payload) + len(packet.topic))
+            session.send(packet, len(stored.payload) + len(topic))
         except LocalProtocolError as exc:
             # Larger than the client's Maximum Packet Size: MQTT 5 says drop it as if sent.
             log.info("not sent to MQTT client %r: %s", state.client_id, exc.text)
@@ -200,6 +212,10 @@ class Outbound:
         pubcomp = state.awaiting_pubcomp
         if preferred is not None and preferred not in inflight and preferred not in pubcomp:
             return preferred
+        packet_id = self._next_id
+        if packet_id not in inflight and not pubcomp and not state.pending_ids:
+            self._next_id = packet_id % 65535 + 1  # the usual case: the next id is free
+            return packet_id
         reserved = set(state.pending_ids.values()) if state.pending_ids else ()
         for _ in range(65535):
             packet_id = self._next_id

@@ -31,7 +31,6 @@ from herald.plugins.mqtt.codec import (
     Auth,
     ConnAck,
     Connect,
-    ConnectionState,
     Disconnect,
     MQTTConnection,
     Packet,
@@ -88,6 +87,9 @@ class Session:
         self.published = False  # only publishers are paused by resource alarms
         self.transport_full = False
         self.done = False  # nothing more to read; the adapter flushes and closes
+        self.can_send = False
+        """CONNACK accepted the client and the session is not done: deliveries may go out.
+        A plain attribute (set in `_connect`, cleared by `finish`): read once per delivery."""
         self.close_reason = "client closed the connection"
         self.opened_at = self.last_received = trio.current_time()
         self._present = False  # CONNACK's "session present"
@@ -111,19 +113,28 @@ class Session:
                 packet = codec.next_event()
                 if packet is NEED_DATA:
                     break
-                if not yielded and type(packet) is Publish:
-                    # Let connections whose bytes arrived in the same wakeup go first, so a
-                    # SUBSCRIBE sent just before this PUBLISH on another connection applies
-                    # to it, as on a broker that reads its sockets in order (Trio runs ready
-                    # tasks in random order).
-                    yielded = True
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                    if self.done:
-                        break
-                await self._handle(packet)  # type: ignore[arg-type]
+                kind = type(packet)
+                if kind is Publish:
+                    if not yielded:
+                        # Let connections whose bytes arrived in the same wakeup go first, so
+                        # a SUBSCRIBE sent just before this PUBLISH on another connection
+                        # applies to it, as on a broker that reads its sockets in order (Trio
+                        # runs ready tasks in random order).
+                        yielded = True
+                        await trio.lowlevel.cancel_shielded_checkpoint()
+                        if self.done:
+                            break
+                    self.inbound.publish(packet)  # type: ignore[arg-type]
+                elif kind is Connect:
+                    self._connect_received = True
+                    self._deadline_moved.set()
+                    await self._connect(packet)  # type: ignore[arg-type]
+                else:
+                    self._handle(packet)  # type: ignore[arg-type]
         except RemoteProtocolError as exc:
             self._codec_failed(exc)
-        await self.inbound.flush()
+        if self.inbound.owed:
+            await self.inbound.flush()
         self._wake()
 
     def data_to_send(self) -> bytes:
@@ -195,6 +206,7 @@ class Session:
     def finish(self, reason: str) -> None:
         if not self.done:
             self.done = True
+            self.can_send = False
             self.close_reason = reason
         self.teardown()
         self._wake()
@@ -221,10 +233,6 @@ class Session:
         self.context.sessions.closed(state)
 
     # -- for inbound / outbound / subscriber -------------------------------------------------
-    @property
-    def can_send(self) -> bool:
-        return not self.done and self.codec.state is ConnectionState.CONNECTED
-
     def send(self, packet: Packet, size: int = 0) -> None:
         """Queue a packet; deliveries (`size` > 0) pause past the write buffer. Raises
         LocalProtocolError only for a PUBLISH larger than the client's maximum packet size."""
@@ -268,11 +276,10 @@ class Session:
         self.finish(text)
 
     # -- dispatch ----------------------------------------------------------------------------
-    async def _handle(self, packet: Packet) -> None:
+    def _handle(self, packet: Packet) -> None:
+        """Every packet but PUBLISH and CONNECT (`receive` handles those itself)."""
         kind = type(packet)
-        if kind is Publish:
-            self.inbound.publish(packet)  # type: ignore[arg-type]
-        elif kind is PubAck:
+        if kind is PubAck:
             self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
         elif kind is PubRec:
             self.outbound.pubrec(packet.packet_id, packet.reason_code)  # type: ignore[attr-defined]
@@ -284,10 +291,6 @@ class Session:
             self._subscribe(packet)  # type: ignore[arg-type]
         elif kind is Unsubscribe:
             self._unsubscribe(packet)  # type: ignore[arg-type]
-        elif kind is Connect:
-            self._connect_received = True
-            self._deadline_moved.set()
-            await self._connect(packet)  # type: ignore[arg-type]
         elif kind is Disconnect:
             self._disconnect(packet)  # type: ignore[arg-type]
         elif kind is Auth:
@@ -394,6 +397,7 @@ class Session:
                 server_keep_alive=server_keepalive,
             )
         self.send(ConnAck(ReasonCode.SUCCESS, self._present, ack_props))
+        self.can_send = not self.done and self.codec.connected
         self._deadline_moved.set()
         context.sessions.save(state)
         self.outbound.resend_pubrels()

@@ -120,13 +120,22 @@ class Match:
     identifiers: tuple[int, ...]
 
 
+_MATCHES_MAX = 1024
+_UNKNOWN: Any = object()
+
+
 class SubscriptionSet:
-    """A session's subscriptions by filter text; matches topics for its own queue."""
+    """A session's subscriptions by filter text; matches topics for its own queue.
+
+    `match` results for other clients' messages are remembered per topic (every delivery of a
+    topic asks again), bounded, and forgotten whenever a subscription changes.
+    """
 
     def __init__(self, subscriptions: Mapping[str, Subscription] | None = None) -> None:
         self._all: dict[str, Subscription] = {}
         self._exact: dict[str, Subscription] = {}  # non-shared filters without wildcards
         self._wild: dict[str, Subscription] = {}  # non-shared filters with wildcards
+        self._matches: dict[str, Match | None] = {}
         for subscription in (subscriptions or {}).values():
             self.add(subscription)
 
@@ -146,6 +155,7 @@ class SubscriptionSet:
         """Add or replace; returns the subscription it replaced."""
         old = self._all.get(subscription.text)
         self._all[subscription.text] = subscription
+        self._matches.clear()
         if not subscription.shared:
             table = self._wild if subscription.parsed.has_wildcards else self._exact
             table[subscription.parsed.filter] = subscription
@@ -153,6 +163,7 @@ class SubscriptionSet:
 
     def remove(self, text: str) -> Subscription | None:
         subscription = self._all.pop(text, None)
+        self._matches.clear()
         if subscription is not None and not subscription.shared:
             table = self._wild if subscription.parsed.has_wildcards else self._exact
             table.pop(subscription.parsed.filter, None)
@@ -173,6 +184,17 @@ class SubscriptionSet:
 
         `own_message`: the message was published by this client (no-local subscriptions skip it).
         """
+        if own_message:
+            return self._match(topic, True)
+        matches = self._matches
+        match = matches.get(topic, _UNKNOWN)
+        if match is _UNKNOWN:
+            if len(matches) >= _MATCHES_MAX:
+                matches.clear()
+            match = matches[topic] = self._match(topic, False)
+        return match
+
+    def _match(self, topic: str, own_message: bool) -> Match | None:
         found = []
         exact = self._exact.get(topic)
         if exact is not None:

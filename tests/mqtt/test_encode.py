@@ -98,3 +98,23 @@ def test_largest_remaining_length_is_read() -> None:
     reader = PacketReader(MAX_PACKET_SIZE)
     reader.receive_data(b"\x30\xff\xff\xff\x7f")  # 268,435,455: needs all 4 length bytes
     assert reader.next_frame() is None  # a valid header, waiting for its body
+
+
+def test_a_publish_sent_to_several_connections_is_encoded_per_version() -> None:
+    """The encoder remembers the last QoS 0 PUBLISH (a fan-out shares one packet object)."""
+    packet = Publish("a/b", b"x")
+    v4, v5 = encode_packet(packet, 4), encode_packet(packet, 5)
+    assert v4 == b"\x30\x06\x00\x03a/bx"
+    assert v5 == b"\x30\x07\x00\x03a/b\x00x"
+    assert encode_packet(packet, 4) == v4 and encode_packet(packet, 5) == v5
+    qos1 = Publish("a/b", b"x", 1, packet_id=7)
+    assert encode_packet(qos1, 4) == b"\x32\x08\x00\x03a/b\x00\x07x"
+    assert encode_packet(Publish("a/b", b"x", 1, packet_id=8), 4) == b"\x32\x08\x00\x03a/b\x00\x08x"
+
+
+def test_a_long_publish_has_a_two_byte_remaining_length() -> None:
+    data = encode_packet(Publish("t", b"p" * 200), 4)
+    assert data[:6] == b"\x30\xcb\x01\x00\x01t" and len(data) == 3 + 203
+    reader = PacketReader()
+    reader.receive_data(data)
+    assert reader.next_packet(4) == Publish("t", b"p" * 200)

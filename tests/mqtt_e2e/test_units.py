@@ -192,6 +192,20 @@ def test_subscription_set_merges_overlaps_and_honours_no_local() -> None:
     assert subs.match("t", own_message=False) is None
 
 
+def test_subscription_matches_are_forgotten_when_subscriptions_change() -> None:
+    subs = SubscriptionSet()
+    assert subs.match("s/x", own_message=False) is None
+    subs.add(Subscription.from_request("s/+", SubscriptionOptions(0), None))
+    match = subs.match("s/x", own_message=False)
+    assert match is not None and match.qos == 0
+    subs.add(Subscription.from_request("s/x", SubscriptionOptions(2), 3))
+    match = subs.match("s/x", own_message=False)
+    assert match is not None and (match.qos, match.identifiers) == (2, (3,))
+    subs.remove("s/x")
+    subs.remove("s/+")
+    assert subs.match("s/x", own_message=False) is None
+
+
 def test_subscription_json_round_trip() -> None:
     options = SubscriptionOptions(2, True, True, 1)
     subscription = Subscription.from_request("$share/g/a/+", options, 7)

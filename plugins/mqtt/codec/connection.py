@@ -48,16 +48,16 @@ from herald.plugins.mqtt.codec.reasons import (
 )
 from herald.plugins.mqtt.codec.state import (
     MQTT5_ONLY_SENDS,
-    TRANSITIONS,
+    RECEIVE_BY_STATE,
+    SEND_BY_STATE,
     ConnectionState,
-    Direction,
     PeerError,
-    next_state,
-    trigger,
+    RefusedConnAck,
 )
 from herald.plugins.mqtt.codec.wire import malformed, protocol_error
 
 _PING_RESPONSE = PingResp()
+_CLASS_BY_TYPE: tuple[type[Packet] | None, ...] = tuple(PACKET_CLASSES.get(t) for t in range(16))
 
 
 class MQTTConnection:
@@ -72,6 +72,10 @@ class MQTTConnection:
         self._reader = PacketReader(max_packet_size)
         self._out: list[bytes] = []
         self._state = ConnectionState.AWAIT_CONNECT
+        self._receivable = RECEIVE_BY_STATE[self._state]  # this state's rows of TRANSITIONS
+        self._sendable = SEND_BY_STATE[self._state]
+        self.connected = False
+        """Whether the state is CONNECTED: a plain attribute, read once per delivery."""
         self._version: int | None = None
         self._connect_level: int | None = None
         self._error: RemoteProtocolError | None = None
@@ -125,10 +129,10 @@ class MQTTConnection:
             if frame is None:
                 return NEED_DATA
             first, start, end = frame
-            cls = PACKET_CLASSES.get(first >> 4)
+            cls = _CLASS_BY_TYPE[first >> 4]
             if cls is None:
                 raise malformed("reserved packet type 0")
-            new_state = TRANSITIONS.get((self._state, Direction.RECEIVE, cls))
+            new_state = self._receivable.get(cls)
             if new_state is None:
                 raise protocol_error(f"{cls.TYPE.name} is not allowed: {self._state.value}")
             if cls is Connect:
@@ -142,14 +146,21 @@ class MQTTConnection:
             elif cls is PingReq:
                 self._pings_due += 1
             reader.consume(end)
-            self._state = new_state
+            if new_state is not self._state:
+                self._set_state(new_state)
             if self._pings_due:
                 self._answer_pings()
             return packet
         except LocalProtocolError as exc:
             self._error = RemoteProtocolError(exc.text, exc.code)
-            self._state = next_state(self._state, Direction.RECEIVE, PeerError) or self._state
+            self._set_state(self._receivable.get(PeerError, self._state))
             raise self._error from None
+
+    def _set_state(self, state: ConnectionState) -> None:
+        self._state = state
+        self._receivable = RECEIVE_BY_STATE[state]
+        self._sendable = SEND_BY_STATE[state]
+        self.connected = state is ConnectionState.CONNECTED
 
     def _accept_connect(self, packet: Connect) -> None:
         if packet.protocol_level not in self.supported_versions:
@@ -191,11 +202,13 @@ class MQTTConnection:
         if type(packet) is PingResp:
             raise LocalProtocolError("the codec answers PINGREQ itself")
         self._send(packet)
-        self._answer_pings()
+        if self._pings_due:
+            self._answer_pings()
 
     def _send(self, packet: Packet) -> None:
         cls = type(packet)
-        new_state = next_state(self._state, Direction.SEND, trigger(packet))
+        key = RefusedConnAck if cls is ConnAck and packet.reason_code else cls  # type: ignore[attr-defined]
+        new_state = self._sendable.get(key)
         if new_state is None:
             raise LocalProtocolError(f"cannot send {cls.__name__}: {self._state.value}")
         version = self._version or self._reply_version()
@@ -219,7 +232,8 @@ class MQTTConnection:
         self._out.append(data)
         if cls is ConnAck and new_state is ConnectionState.CONNECTED:
             self._topic_alias_maximum = packet.properties.topic_alias_maximum or 0  # type: ignore[attr-defined]
-        self._state = new_state
+        if new_state is not self._state:
+            self._set_state(new_state)
 
     def _with_alias(self, packet: Publish) -> Publish:
         """`packet` with the alias its topic has, or will get once sent."""
@@ -242,7 +256,7 @@ class MQTTConnection:
         aliases[topic] = alias
 
     def _answer_pings(self) -> None:
-        while self._pings_due and self._state is ConnectionState.CONNECTED:
+        while self._pings_due and self.connected:
             self._pings_due -= 1
             self._send(_PING_RESPONSE)
 

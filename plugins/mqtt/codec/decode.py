@@ -244,6 +244,11 @@ def _make_ack_decoder(cls: type[PubAck | PubRec | PubRel | PubComp]) -> _Decoder
     ptype = cls.TYPE
 
     def decode(flags: int, data: Buffer, pos: int, end: int, version: int) -> Packet:
+        if end - pos == 2:  # the usual ack: a packet id alone (reason code 0 left out in 5.0)
+            packet_id = data[pos] << 8 | data[pos + 1]
+            if not packet_id:
+                raise protocol_error(f"{ptype.name} has packet identifier 0")
+            return cls(packet_id, ReasonCode.SUCCESS, NO_PROPERTIES)
         packet_id, pos = _packet_id(data, pos, end, ptype)
         reason: int = ReasonCode.SUCCESS
         props = NO_PROPERTIES

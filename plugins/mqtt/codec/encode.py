@@ -44,6 +44,7 @@ from herald.plugins.mqtt.codec.wire import U16, encode_binary, encode_string, en
 _Encoder = Callable[[Any, int], bytes]
 _PINGREQ: Final = b"\xc0\x00"
 _PINGRESP: Final = b"\xd0\x00"
+_FIRST_BYTES: Final = tuple(bytes((n,)) for n in range(256))
 
 
 def encode_packet(packet: Packet, version: int) -> bytes:
@@ -78,29 +79,57 @@ def _reason(code: int, ptype: PacketType) -> int:
     return code
 
 
+_TOPIC_FIELDS: dict[str, bytes] = {}
+_TOPIC_FIELDS_MAX: Final = 4096
+
+
+def _topic_field(topic: str) -> bytes:
+    """A topic name as a length-prefixed string, checked and encoded once per topic: the
+    deliveries of one topic repeat it (bounded: the cache starts over when full)."""
+    field = _TOPIC_FIELDS.get(topic)
+    if field is None:
+        if "+" in topic or "#" in topic:
+            raise LocalProtocolError(f"PUBLISH topic name {topic!r} contains a wildcard")
+        field = encode_string(topic)
+        if len(_TOPIC_FIELDS) >= _TOPIC_FIELDS_MAX:
+            _TOPIC_FIELDS.clear()
+        _TOPIC_FIELDS[topic] = field
+    return field
+
+
+_last_plain: list[Any] = [None, 0, b""]
+"""The last QoS 0 PUBLISH encoded, its protocol level and its bytes: a fan-out sends one
+packet object to several connections in a row (outbound.py), encoded once."""
+
+
 def _publish(p: Publish, version: int) -> bytes:
+    """The hot path of deliveries: one join of header, topic, packet id and payload."""
+    last = _last_plain
+    if p is last[0] and version == last[1]:
+        return last[2]  # type: ignore[no-any-return]
     qos = p.qos
     if qos not in (0, 1, 2):
         raise LocalProtocolError(f"PUBLISH QoS {qos}")
     topic = p.topic
-    if "+" in topic or "#" in topic:
-        raise LocalProtocolError(f"PUBLISH topic name {topic!r} contains a wildcard")
+    head = _topic_field(topic)
     first = 0x30 | qos << 1 | p.retain
     if qos:
         if p.dup:
             first |= 0x08
-        body = encode_string(topic) + _packet_id(p.packet_id, "PUBLISH with QoS > 0")
+        head += _packet_id(p.packet_id, "PUBLISH with QoS > 0")
     elif p.dup or p.packet_id is not None:
         raise LocalProtocolError("PUBLISH with QoS 0 has no DUP flag and no packet identifier")
-    else:
-        body = encode_string(topic)
     if version == 5:
         if not topic and p.properties.topic_alias is None:
             raise LocalProtocolError("PUBLISH with an empty topic name needs a topic alias")
-        body += encode_properties(p.properties, PacketType.PUBLISH)
+        head += encode_properties(p.properties, PacketType.PUBLISH)
     elif not topic:
         raise LocalProtocolError("PUBLISH with an empty topic name")
-    return _frame(first, body + p.payload)
+    payload = p.payload
+    data = b"".join((_FIRST_BYTES[first], encode_varint(len(head) + len(payload)), head, payload))
+    if not qos:
+        last[0], last[1], last[2] = p, version, data
+    return data
 
 
 def _connack(p: ConnAck, version: int) -> bytes:

@@ -82,12 +82,14 @@ class ConnAck(Packet):
     properties: Properties = NO_PROPERTIES
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class Publish(Packet):
     """PUBLISH; `packet_id` is None exactly when `qos` is 0.
 
     Inbound, the connection resolves MQTT 5 topic aliases: `topic` is always the full topic
     name and `properties.topic_alias` still shows the alias the client used.
+
+    Not slotted, like the acks below: attrs builds frozen dict classes faster (one per message).
     """
 
     TYPE: ClassVar[PacketType] = PacketType.PUBLISH
@@ -100,29 +102,29 @@ class Publish(Packet):
     properties: Properties = NO_PROPERTIES
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class _PublishResponse(Packet):
     packet_id: int
     reason_code: int = 0
     properties: Properties = NO_PROPERTIES
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class PubAck(_PublishResponse):
     TYPE: ClassVar[PacketType] = PacketType.PUBACK
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class PubRec(_PublishResponse):
     TYPE: ClassVar[PacketType] = PacketType.PUBREC
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class PubRel(_PublishResponse):
     TYPE: ClassVar[PacketType] = PacketType.PUBREL
 
 
-@attrs.frozen
+@attrs.frozen(slots=False)
 class PubComp(_PublishResponse):
     TYPE: ClassVar[PacketType] = PacketType.PUBCOMP
 

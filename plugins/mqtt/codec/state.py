@@ -87,6 +87,21 @@ MQTT5_ONLY_SENDS: Final = frozenset({Disconnect, Auth})
 """Packets a server may send only in MQTT 5 (3.1.1 has no server DISCONNECT and no AUTH)."""
 
 
+def _by_state(direction: Direction) -> dict[ConnectionState, dict[type, ConnectionState]]:
+    table: dict[ConnectionState, dict[type, ConnectionState]] = {state: {} for state in S}
+    for (state, way, key), new_state in TRANSITIONS.items():
+        if way is direction:
+            table[state][key] = new_state
+    return table
+
+
+RECEIVE_BY_STATE: Final = _by_state(RECEIVE)
+"""TRANSITIONS for inbound packets, one dict per state: the connection keeps its state's dict,
+so the hot path looks up a class, not a tuple of enums (whose hashing runs Python code)."""
+SEND_BY_STATE: Final = _by_state(SEND)
+"""The same for outbound packets."""
+
+
 def trigger(packet: Packet) -> type:
     """The table key for `packet`: its class, or RefusedConnAck for a refusing CONNACK."""
     cls = type(packet)

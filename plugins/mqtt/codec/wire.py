@@ -52,6 +52,8 @@ def encode_varint(value: int) -> bytes:
         if value < 0:
             raise LocalProtocolError(f"variable byte integer {value} is negative")
         return _VARINT_1[value]
+    if value < 16384:
+        return bytes((value & 0x7F | 0x80, value >> 7))
     if value > MAX_VARINT:
         raise LocalProtocolError(
             f"variable byte integer {value} exceeds {MAX_VARINT}", ReasonCode.PACKET_TOO_LARGE
