@@ -21,6 +21,7 @@ import trio
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from tests.mqtt_e2e.helpers import Paho
 from tests.stomp_e2e.helpers import Client as Stomp
 
 WAIT = 10.0
@@ -30,13 +31,18 @@ BASE = [
     "stomp.host=127.0.0.1",
     "stomp.port=0",
     "stomp.ws_enabled=false",
+    "mqtt.host=127.0.0.1",
+    "mqtt.port=0",
+    "mqtt.ws_enabled=false",
 ]
 
 
 @asynccontextmanager
 async def limited_broker(tmp_path: Path, settings: Sequence[str]) -> AsyncIterator[Broker]:
     async with embedded(
-        plugins=["amqp", "stomp"], settings=[*BASE, *settings], data_dir=tmp_path / "data"
+        plugins=["amqp", "stomp", "mqtt"],
+        settings=[*BASE, *settings],
+        data_dir=tmp_path / "data",
     ) as broker:
         broker.users.add_user("other", "secret")
         broker.users.set_permissions("other", "/", ".*", ".*", ".*")
@@ -114,6 +120,11 @@ async def test_a_user_over_its_limit_is_refused_at_login(
         stomp = await Stomp.connect(broker, wait=False)
         await stomp.wait(lambda: bool(stomp.frames.errors))
         assert stomp.frames.errors[0].headers["message"] == "Not allowed"
+        # MQTT 5: quota exceeded; 3.1.1: return code 3, server unavailable (which paho 2
+        # reports as MQTT 5's 0x88).
+        for version, code in ((5, 0x97), (4, 0x88)):
+            paho = Paho(broker, version=version)
+            assert (await paho.connect()).reason_code == code
         assert "user 'guest' has 1 connections, its limit" in caplog.text
         other = await connect(port, "other", "secret")  # another user is not affected
         await close(other)

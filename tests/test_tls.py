@@ -8,18 +8,22 @@ only its own connection: a good client is served afterwards.
 
 from __future__ import annotations
 
+import queue
 import ssl
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import paho.mqtt.client as mqtt
 import pika
 import pytest
 import stomp
 import trio
 import trio_websocket
 import trustme
+from paho.mqtt.enums import CallbackAPIVersion
 
 from herald.core.broker import Broker
 from herald.core.config import InvalidValue
@@ -38,6 +42,12 @@ BASE = [
     "stomp.ws_host=127.0.0.1",
     "stomp.ws_port=0",
     "stomp.wss_port=0",
+    "mqtt.host=127.0.0.1",
+    "mqtt.port=0",
+    "mqtt.tls_port=0",
+    "mqtt.ws_host=127.0.0.1",
+    "mqtt.ws_port=0",
+    "mqtt.wss_port=0",
 ]
 
 
@@ -85,7 +95,7 @@ def pki(tmp_path: Path) -> PKI:
 @asynccontextmanager
 async def tls_broker(tmp_path: Path, settings: Sequence[str]) -> AsyncIterator[Broker]:
     async with embedded(
-        plugins=["amqp", "stomp"], settings=settings, data_dir=tmp_path / "data"
+        plugins=["amqp", "stomp", "mqtt"], settings=settings, data_dir=tmp_path / "data"
     ) as broker:
         yield broker
 
@@ -157,6 +167,48 @@ async def test_amqp_and_stomp_over_tls(tmp_path: Path, pki: PKI) -> None:
                 stomp_round_trip, port(broker, "stomp", "tls"), pki.cafile
             )
         assert body == b"over stomp+tls"
+
+
+def mqtt_round_trip(port: int, context: ssl.SSLContext, transport: str) -> bytes:
+    """Subscribe and publish (QoS 1) over MQTTS (or MQTT over wss) with paho."""
+    received: queue.Queue[bytes] = queue.Queue()
+    subscribed = threading.Event()
+    client = mqtt.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=f"tls-{transport}",
+        transport=transport,  # type: ignore[arg-type]
+    )
+    client.username_pw_set("guest", "guest")
+    client.tls_set_context(context)
+    if transport == "websockets":
+        client.ws_set_options(path="/mqtt")
+    client.on_message = lambda c, u, message: received.put(message.payload)
+    client.on_subscribe = lambda *args: subscribed.set()
+    client.connect("127.0.0.1", port, keepalive=30)
+    client.loop_start()
+    try:
+        client.subscribe("tls/test", qos=1)
+        assert subscribed.wait(WAIT)
+        client.publish("tls/test", b"over mqtts", qos=1).wait_for_publish(WAIT)
+        return received.get(timeout=WAIT)
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+async def test_mqtt_over_tls_and_wss(tmp_path: Path, pki: PKI) -> None:
+    async with tls_broker(tmp_path, pki.settings()) as broker:
+        transports = {lst.transport for lst in broker.listeners if lst.protocol == "mqtt"}
+        assert transports == {"tcp", "tls", "ws", "wss"}
+        for transport, paho_transport in (("tls", "tcp"), ("wss", "websockets")):
+            with trio.fail_after(WAIT):
+                body = await trio.to_thread.run_sync(
+                    mqtt_round_trip,
+                    port(broker, "mqtt", transport),
+                    pki.client_context(),
+                    paho_transport,
+                )
+            assert body == b"over mqtts"
 
 
 async def test_web_stomp_over_wss(tmp_path: Path, pki: PKI) -> None:

@@ -70,11 +70,15 @@ class MQTTConfig:
     host: str = "0.0.0.0"
     """Address of the TCP listener; "0.0.0.0" is every IPv4 interface."""
     port: int = attrs.field(default=1883, validator=_port)
+    tls_port: int = attrs.field(default=8883, validator=_port)
+    """MQTT over TLS, served on `host` when the broker's `[tls]` has a certificate."""
     ws_enabled: bool = True
     """Serve MQTT over WebSocket too (subprotocol "mqtt")."""
     ws_host: str = "0.0.0.0"
     ws_port: int = attrs.field(default=15675, validator=_port)
     """RabbitMQ's Web MQTT port."""
+    wss_port: int = attrs.field(default=15676, validator=_port)
+    """Web MQTT over TLS (RabbitMQ's `web_mqtt.ssl.port`), when `[tls]` has a certificate."""
     ws_path: str = attrs.field(default="/mqtt", validator=_path)
     """The only HTTP path that upgrades; others get 404."""
     max_packet_size: int = attrs.field(

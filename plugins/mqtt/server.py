@@ -15,6 +15,7 @@ forever for a client that never answers the server's Close).
 from __future__ import annotations
 
 import logging
+import ssl
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -113,12 +114,21 @@ async def serve(
     async def handle_stream(stream: trio.abc.Stream) -> None:
         await run_connection(context, StreamTransport(stream), peer_name(stream), _host(stream))
 
+    tls = broker.tls_context
     async with trio.open_nursery() as nursery:
         listeners: list[Listener] = await nursery.start(
             partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
         )
+        if tls is not None:
+            mqtts = partial(
+                serve_tcp, handle_stream, config.host, config.tls_port, protocol=PROTOCOL
+            )
+            listeners.extend(await nursery.start(partial(mqtts, ssl_context=tls)))
         if config.ws_enabled:
             listeners.extend(await nursery.start(serve_websocket, context))
+            if tls is not None:
+                wss = partial(serve_websocket, context, config.wss_port, tls)
+                listeners.extend(await nursery.start(wss))
         task_status.started(listeners)
 
 
@@ -183,9 +193,14 @@ async def _run_timers(session: Session) -> None:
 
 
 async def serve_websocket(
-    context: MQTTContext, *, task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED
+    context: MQTTContext,
+    port: int | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    *,
+    task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """MQTT over WebSocket on `[mqtt] ws_host:ws_port`, over TCP streams herald owns."""
+    """MQTT over WebSocket on `[mqtt] ws_host:ws_port` (or `port`, over TLS with
+    `ssl_context`), over TCP streams herald owns."""
     config = context.config
 
     async def handle(stream: trio.abc.Stream) -> None:
@@ -203,10 +218,14 @@ async def serve_websocket(
             finally:
                 nursery.cancel_scope.cancel()
 
+    port = config.ws_port if port is None else port
+    transport = "ws" if ssl_context is None else "wss"
     async with trio.open_nursery() as nursery:
-        tcp = partial(serve_tcp, handle, config.ws_host, config.ws_port, protocol=PROTOCOL)
+        tcp = partial(
+            serve_tcp, handle, config.ws_host, port, protocol=PROTOCOL, ssl_context=ssl_context
+        )
         bound: list[Listener] = await nursery.start(tcp)
-        task_status.started([Listener(PROTOCOL, "ws", b.host, b.port) for b in bound])
+        task_status.started([Listener(PROTOCOL, transport, b.host, b.port) for b in bound])
 
 
 async def _websocket(

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from herald.core.auth import PermissionKind
-from herald.core.errors import AccessRefused, KernelError, LocalProtocolError, RemoteProtocolError
+from herald.core.errors import (
+    AccessRefused,
+    KernelError,
+    LocalProtocolError,
+    NotAllowed,
+    RemoteProtocolError,
+)
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     NO_PROPERTIES,
@@ -359,6 +365,11 @@ class Session:
         if packet.will is not None and packet.will.retain and not context.retain_available:
             self._refuse(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
             return
+        try:  # counted before a session is taken over: a refused login changes nothing
+            self.broker.connections.admit(self.connection, user.name)
+        except NotAllowed as exc:
+            self._refuse(ReasonCode.QUOTA_EXCEEDED, exc.reply_text)
+            return
         client_id = packet.client_id
         assigned = None
         if not client_id:
@@ -382,7 +393,6 @@ class Session:
             window = min(window, props.receive_maximum)
         self.subscriber = Subscriber(self, window)
         self.will = packet.will
-        self.connection.user = user.name
         self.connection.vhost = context.vhost_name
         self.connection.client = client_id
         ack_props = NO_PROPERTIES
