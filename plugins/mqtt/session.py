@@ -395,6 +395,7 @@ class Session:
         self.will = packet.will
         self.connection.vhost = context.vhost_name
         self.connection.client = client_id
+        self.connection.channels = self.describe  # the management API's /api/channels
         ack_props = NO_PROPERTIES
         if self.version == 5:
             ack_props = Properties(
@@ -462,6 +463,25 @@ class Session:
         except LocalProtocolError as exc:
             log.debug("refusing CONNACK not sent: %s", exc.text)
         self.finish(text)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The MQTT session as the management API's one "channel" of this connection."""
+        state = self.state
+        if state is None:
+            return []
+        return [
+            {
+                "number": 1,
+                "client_id": state.client_id,
+                "protocol_version": self.version,
+                "session_expiry": state.expiry,
+                "subscriptions": [
+                    {"filter": sub.text, "qos": sub.qos} for sub in state.subscriptions
+                ],
+                "unacked": len(self.outbound.inflight),
+                "keepalive": self.keepalive,
+            }
+        ]
 
     # -- internals ---------------------------------------------------------------------------
     def _wake(self) -> None:

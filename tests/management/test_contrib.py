@@ -13,6 +13,7 @@ import trio
 from herald.core.broker import Broker
 from tests.management.contrib_plugin import SessionsPlugin
 from tests.management.helpers import add_user, assert_error, client, management_broker, port
+from tests.mqtt_e2e.helpers import Paho
 from tests.stomp_e2e.helpers import Client as Stomp
 
 
@@ -91,3 +92,20 @@ async def test_the_stomp_plugin_contributes_its_subscriptions(tmp_path: Path) ->
             items = channels["items"] if isinstance(channels, dict) else channels
             assert len(items) == 2
         await stomp.disconnect()
+
+
+async def test_mqtt_sessions_show_as_channels(tmp_path: Path) -> None:
+    settings = ["mqtt.host=127.0.0.1", "mqtt.port=0", "mqtt.ws_enabled=false"]
+    async with management_broker(
+        tmp_path / "data", plugins=("mqtt", "management"), settings=settings
+    ) as broker:
+        paho = Paho(broker, version=5, client_id="sensor-7")
+        await paho.connect()
+        await paho.subscribe("sensors/#", qos=1)
+        async with client(broker) as api:
+            channels = (await api.get("/api/channels")).json()
+            items = channels["items"] if isinstance(channels, dict) else channels
+            (session,) = [c for c in items if c.get("client_id") == "sensor-7"]
+            assert session["subscriptions"] == [{"filter": "sensors/#", "qos": 1}]
+            assert session["protocol_version"] == 5
+        await paho.disconnect()
