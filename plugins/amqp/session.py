@@ -93,6 +93,7 @@ class Session:
         self.store = broker.store
         self.codec = AMQPConnection(max_message_size=config.max_message_size)
         self.channels: dict[int, Channel] = {}
+        connection.channels = self.describe_channels  # the management API's /api/channels
         self.user: User | None = None
         self.user_name = ""
         self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by connection.open
@@ -114,6 +115,21 @@ class Session:
         self._ending = trio.Event()
         self._confirm_event = trio.Event()
         self._confirm_ticket = 0
+
+    def describe_channels(self) -> list[dict[str, Any]]:
+        """The open channels as RabbitMQ's management API shows them."""
+        return [
+            {
+                "number": channel.id,
+                "consumer_count": len(channel.consumers.by_tag),
+                "messages_unacknowledged": len(channel.consumers.unacked),
+                "prefetch_count": channel.consumers.prefetch_count,
+                "global_prefetch_count": channel.consumers.shared.count_limit,
+                "confirm": channel.publisher.confirm,
+                "transactional": channel.publisher.tx,
+            }
+            for channel in self.channels.values()
+        ]
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:

@@ -109,3 +109,19 @@ async def test_mqtt_sessions_show_as_channels(tmp_path: Path) -> None:
             assert session["subscriptions"] == [{"filter": "sensors/#", "qos": 1}]
             assert session["protocol_version"] == 5
         await paho.disconnect()
+
+
+async def test_amqp_channels_are_listed(tmp_path: Path) -> None:
+    async with management_broker(tmp_path / "data") as broker:
+        parameters = pika.ConnectionParameters("127.0.0.1", port(broker, "amqp"))
+        with trio.fail_after(30):
+            connection = await trio.to_thread.run_sync(pika.BlockingConnection, parameters)
+            channel = await trio.to_thread.run_sync(connection.channel)
+            await trio.to_thread.run_sync(lambda: channel.basic_qos(prefetch_count=7))
+            await trio.to_thread.run_sync(channel.confirm_delivery)
+            async with client(broker) as api:
+                listed = (await api.get("/api/channels")).json()
+                items = listed["items"] if isinstance(listed, dict) else listed
+                (one,) = items
+                assert one["prefetch_count"] == 7 and one["confirm"] is True
+            await trio.to_thread.run_sync(connection.close)
