@@ -203,4 +203,7 @@ async def test_a_running_broker_tunes_the_collector_and_restores_it(tmp_path: Pa
             pass
         assert gc.get_threshold()[0] >= GC_YOUNG_THRESHOLD  # the first broker still runs
     assert gc.get_threshold() == before
-    assert gc.get_freeze_count() == frozen_before
+    if frozen_before == 0:  # no other broker ran: everything is unfrozen again
+        assert gc.get_freeze_count() == 0
+    else:  # another still runs: what was frozen under it stays frozen until it stops
+        assert gc.get_freeze_count() >= frozen_before
