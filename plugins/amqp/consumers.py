@@ -174,26 +174,38 @@ class ChannelConsumers:
         if not consumer.no_ack:
             self.unacked[tag] = entry
         message = entry.message
-        properties, body = delivery_parts(message, self.session.codecs)
-        method = BasicDeliver(
-            consumer.tag, tag, entry.delivery_count > 0, message.exchange, message.routing_key
-        )
-        event = Delivery(self.channel.id, method, properties, body)
+        session = self.session
+        properties, body = delivery_parts(message, session.codecs)
+        redelivered = entry.delivery_count > 0
         if self._held is not None:  # consume-ok is not out yet: count now, send after it
+            method = BasicDeliver(
+                consumer.tag, tag, redelivered, message.exchange, message.routing_key
+            )
+            event = Delivery(self.channel.id, method, properties, body)
             self._held.append((event, entry, tag))
-            self.session.count_output(event)
-            if self.session.transport_full or not self.flow_active:
+            session.count_output(event)
+            if session.transport_full or not self.flow_active:
                 consumer.suspend()  # at most one delivery slips through before the pause
-        else:
-            self._send(event, entry, tag, False)
+            return
+        try:
+            session.deliver(
+                self.channel.id, consumer.tag, tag, redelivered, message.exchange,
+                message.routing_key, properties, body,
+            )  # fmt: skip
+        except LocalProtocolError as exc:
+            self._undeliverable(exc, entry, tag)
 
     def _send(self, event: Delivery, entry: QueueEntry, tag: int, counted: bool) -> None:
         try:
             self.session.send_delivery(event, counted)
-        except LocalProtocolError as exc:  # e.g. another protocol's 300-byte routing key
-            log.warning("cannot deliver a message to AMQP: %s", exc)
-            if self.unacked.pop(tag, None) is not None:
-                entry.queue.reject(entry, requeue=False)
+        except LocalProtocolError as exc:
+            self._undeliverable(exc, entry, tag)
+
+    def _undeliverable(self, exc: LocalProtocolError, entry: QueueEntry, tag: int) -> None:
+        """E.g. another protocol's 300-byte routing key: drop it, as it can never go out."""
+        log.warning("cannot deliver a message to AMQP: %s", exc)
+        if self.unacked.pop(tag, None) is not None:
+            entry.queue.reject(entry, requeue=False)
 
     def consumer_cancelled(self, consumer: Consumer) -> None:
         """The queue went away: forget the consumer and tell the client if it listens."""

@@ -285,9 +285,35 @@ class Session:
             self.count_output(event)
         self._wake()
 
+    def deliver(
+        self,
+        channel: int,
+        consumer_tag: str,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        raw_properties: bytes,
+        body: bytes,
+    ) -> None:
+        """`send_delivery` of a basic.deliver, without building the events (once per message)."""
+        codec = self.codec
+        if codec.state is not ConnectionState.OPEN:
+            return  # closing: the entry stays unacked and goes back with its channel
+        codec.send_deliver(
+            channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
+            raw_properties, body,
+        )  # fmt: skip
+        self._count(len(body) + len(raw_properties))
+        if not self._output.is_set():
+            self._output.set()
+
     def count_output(self, event: Delivery) -> None:
         """Add a content to the write backlog; past `write_buffer`, suspend every consumer."""
-        self._queued += len(event.body) + len(event.properties) + _DELIVERY_OVERHEAD
+        self._count(len(event.body) + len(event.properties))
+
+    def _count(self, size: int) -> None:
+        self._queued += size + _DELIVERY_OVERHEAD
         if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
             self._set_transport_full(True)
 

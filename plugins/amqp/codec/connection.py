@@ -61,9 +61,17 @@ from herald.plugins.amqp.codec.events import (
     ProtocolHeader,
     Sentinel,
 )
-from herald.plugins.amqp.codec.frames import HEARTBEAT_FRAME, FrameReader, content_frames, frame
+from herald.plugins.amqp.codec.frames import (
+    HEARTBEAT_FRAME,
+    FrameReader,
+    content_frames,
+    deliver_frames,
+    frame,
+)
 from herald.plugins.amqp.codec.methods import (
     DECODERS,
+    BasicDeliver,
+    BasicPublish,
     ConnectionClose,
     ConnectionCloseOk,
     ConnectionTune,
@@ -86,6 +94,10 @@ _CONNECTION_CLASS = 10
 _CLOSE_KEYS = frozenset({(10 << 16) | 50, (10 << 16) | 51})
 _METHOD, _HEADER, _BODY = int(FrameType.METHOD), int(FrameType.HEADER), int(FrameType.BODY)
 _HEARTBEAT = int(FrameType.HEARTBEAT)
+_PUBLISH_KEY = (BasicPublish.CLASS_ID << 16) | BasicPublish.METHOD_ID
+_decode_basic_publish = DECODERS[_PUBLISH_KEY]
+_DELIVER_CACHE = 256  # entries per basic.deliver part cache; cleared when full
+_MAX_TAG = 1 << 64
 _U32 = struct.Struct(">I")
 _EMPTY = b""
 
@@ -133,6 +145,11 @@ class AMQPConnection:
         self._max_message_size = max_message_size
         self._last_raw = EMPTY_RAW_PROPERTIES  # one-entry cache: publishers repeat properties
         self._last_properties = EMPTY_PROPERTIES
+        self._last_publish_raw = _EMPTY  # the same for basic.publish payloads
+        self._last_publish: Method | None = None
+        # basic.deliver payload parts: by consumer tag, and by (exchange, routing key)
+        self._deliver_prefixes: dict[str, bytes] = {}
+        self._deliver_tails: dict[tuple[str, str], bytes] = {}
 
     @property
     def state(self) -> ConnectionState:
@@ -216,6 +233,17 @@ class AMQPConnection:
                 raise _unexpected(f"frame on channel {channel} before connection.open")
             if channel in self._contents:
                 raise _unexpected(f"method frame on channel {channel} while receiving content")
+        if key == _PUBLISH_KEY:
+            # Publishers repeat exchange and routing key: reuse the last decoded basic.publish.
+            payload = buf[start:end]
+            if payload == self._last_publish_raw:
+                method = self._last_publish
+            else:
+                method = _decode_basic_publish(buf, start + 4, end)
+                self._last_publish_raw, self._last_publish = bytes(payload), method
+            if not channel:
+                raise LocalProtocolError(f"{method.NAME} on channel 0", 504)
+            return self._content(channel, method)
         decoder = DECODERS.get(key)
         if decoder is None:
             raise LocalProtocolError(
@@ -231,9 +259,26 @@ class AMQPConnection:
         elif key >> 16 == _CONNECTION_CLASS:
             raise LocalProtocolError(f"{method.NAME} on channel {channel}", 503)
         elif method.HAS_CONTENT:
+            return self._content(channel, method)
+        return MethodFrame(channel, method)
+
+    def _content(self, channel: int, method: Method) -> Message | None:
+        """The whole message at once if its frames are buffered, else start assembling it."""
+        reader = self._reader
+        found = reader.next_content(channel, method.CLASS_ID, self._max_message_size)
+        if found is None:
             self._contents[channel] = _Content(method)
             return None
-        return MethodFrame(channel, method)
+        props_start, props_end, body_start, body_end = found
+        buf = reader.buf
+        raw = bytes(buf[props_start:props_end])
+        if raw == self._last_raw:
+            properties = self._last_properties
+        else:
+            properties = decode_properties(buf, props_start, props_end)
+            self._last_raw, self._last_properties = raw, properties
+        body = bytes(buf[body_start:body_end]) if body_end != body_start else _EMPTY
+        return Message(channel, method, properties, body, raw)
 
     def _after_connection_method(self, method: Method) -> None:
         if type(method) is ConnectionTuneOk and self._state is ConnectionState.HANDSHAKE:
@@ -376,6 +421,59 @@ class AMQPConnection:
             content_frames(self._out, event.channel, method, raw, event.body, self._max_body_frame)
         except (struct.error, UnicodeEncodeError, TypeError) as exc:
             raise LocalProtocolError(f"cannot encode {method!r}: {exc}") from exc
+
+    def send_deliver(
+        self,
+        channel: int,
+        consumer_tag: str,
+        delivery_tag: int,
+        redelivered: bool,
+        exchange: str,
+        routing_key: str,
+        raw_properties: bytes,
+        body: bytes,
+    ) -> None:
+        """`send(Delivery(channel, BasicDeliver(...), raw_properties, body))`, the same bytes
+        and errors, without building either event: this runs once per delivered message.
+
+        The method payload's consumer-tag part and exchange + routing-key part are cached
+        (they repeat delivery after delivery); a body that needs several frames, a state or
+        value the general path would refuse, all take the general path.
+        """
+        size = len(body)
+        prefix = self._deliver_prefixes.get(consumer_tag)
+        tail = self._deliver_tails.get((exchange, routing_key))
+        if (
+            prefix is None
+            or tail is None
+            or self._state is not ConnectionState.OPEN
+            or not channel
+            or (self._max_body_frame and size > self._max_body_frame)
+            or type(raw_properties) is not bytes
+            or not 0 <= delivery_tag < _MAX_TAG
+        ):
+            method = BasicDeliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
+            self._send_deliver_slowly(channel, method, raw_properties, body)
+            return
+        self._out.append(
+            deliver_frames(channel, prefix, delivery_tag, redelivered, tail, raw_properties, body)
+        )
+
+    def _send_deliver_slowly(
+        self, channel: int, method: BasicDeliver, raw: bytes, body: bytes
+    ) -> None:
+        self.send(Delivery(channel, method, raw, body))
+        if self._state is not ConnectionState.OPEN:
+            return
+        # It went out, so the strings encode: cache their parts for the next deliveries.
+        payload = method.encode()
+        prefix_size = 5 + payload[4]  # ids and the consumer tag; then tag and redelivered
+        prefixes, tails = self._deliver_prefixes, self._deliver_tails
+        if len(prefixes) >= _DELIVER_CACHE or len(tails) >= _DELIVER_CACHE:
+            prefixes.clear()
+            tails.clear()
+        prefixes[method.consumer_tag] = payload[:prefix_size]
+        tails[(method.exchange, method.routing_key)] = payload[prefix_size + 9 :]
 
     def data_to_send(self) -> bytes:
         """Everything queued since the last call, as one bytes (b"" if nothing)."""

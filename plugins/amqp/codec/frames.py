@@ -31,6 +31,12 @@ FRAME_HEADER = struct.Struct(">BHI")
 HEARTBEAT_FRAME = FRAME_HEADER.pack(FrameType.HEARTBEAT, 0, 0) + bytes((FRAME_END,))
 _END = bytes((FRAME_END,))
 _METHOD, _HEADER, _BODY = int(FrameType.METHOD), int(FrameType.HEADER), int(FrameType.BODY)
+_TAG = struct.Struct(">QB")  # basic.deliver's delivery-tag and redelivered
+_TO_HEADER = struct.Struct(">BBHIHHQ")  # frame-end, header frame header, class, weight, size
+_TO_BODY = struct.Struct(">BBHI")  # frame-end, body frame header
+_BASIC = 60
+_HEADER_PAYLOAD_MIN = HEADER_PREFIX.size + 2  # class-id, weight, body-size, property flags
+_HEADER_FRAME_MIN = FRAME_HEADER_SIZE + _HEADER_PAYLOAD_MIN + 1
 
 
 class FrameReader:
@@ -98,10 +104,87 @@ class FrameReader:
         self.pos = end + 1
         return frame_type, channel, pos + FRAME_HEADER_SIZE, end
 
+    def next_content(
+        self, channel: int, class_id: int, max_body: int
+    ) -> tuple[int, int, int, int] | None:
+        """A publish's header and single body frame when both are buffered and unremarkable.
+
+        Returns (properties start, properties end, body start, body end) and consumes both
+        frames; returns None, consuming nothing, for anything else (partial frames, another
+        frame type or channel, a bad class or weight, a body over `max_body` or split across
+        frames, a bad frame-end octet), which the frame-by-frame path then handles and
+        reports. This is the common case of a small publish: one call instead of two frames'
+        worth of state-machine steps.
+        """
+        buf = self.buf
+        pos = self.pos
+        have = len(buf)
+        if have - pos < _HEADER_FRAME_MIN:
+            return None
+        frame_type, frame_channel, size = FRAME_HEADER.unpack_from(buf, pos)
+        limit = self.max_payload
+        if frame_type != _HEADER or frame_channel != channel or size < _HEADER_PAYLOAD_MIN:
+            return None
+        header_end = pos + FRAME_HEADER_SIZE + size
+        if (limit and size > limit) or have <= header_end or buf[header_end] != FRAME_END:
+            return None
+        klass, weight, body_size = HEADER_PREFIX.unpack_from(buf, pos + FRAME_HEADER_SIZE)
+        if klass != class_id or weight or body_size > max_body:
+            return None
+        props_start = pos + FRAME_HEADER_SIZE + HEADER_PREFIX.size
+        if not body_size:
+            self.pos = header_end + 1
+            return props_start, header_end, header_end, header_end
+        body_pos = header_end + 1
+        if have - body_pos < FRAME_HEADER_SIZE:
+            return None
+        frame_type, frame_channel, size = FRAME_HEADER.unpack_from(buf, body_pos)
+        body_end = body_pos + FRAME_HEADER_SIZE + size
+        if (
+            frame_type != _BODY
+            or frame_channel != channel
+            or size != body_size
+            or (limit and size > limit)
+            or have <= body_end
+            or buf[body_end] != FRAME_END
+        ):
+            return None
+        self.pos = body_end + 1
+        return props_start, header_end, body_pos + FRAME_HEADER_SIZE, body_end
+
 
 def frame(frame_type: int, channel: int, payload: bytes) -> bytes:
     """One whole frame around `payload`."""
     return FRAME_HEADER.pack(frame_type, channel, len(payload)) + payload + _END
+
+
+def deliver_frames(
+    channel: int,
+    prefix: bytes,
+    delivery_tag: int,
+    redelivered: bool,
+    tail: bytes,
+    raw_properties: bytes,
+    body: bytes,
+) -> bytes:
+    """basic.deliver's frames in one bytes, from its payload's cached parts: `prefix` (class
+    and method ids, consumer tag) and `tail` (exchange, routing key). The body fits one frame.
+    """
+    raw = raw_properties or EMPTY_RAW_PROPERTIES
+    size = len(body)
+    return b"".join(
+        (
+            FRAME_HEADER.pack(_METHOD, channel, len(prefix) + len(tail) + _TAG.size),
+            prefix,
+            _TAG.pack(delivery_tag, 1 if redelivered else 0),
+            tail,
+            _TO_HEADER.pack(FRAME_END, _HEADER, channel, len(raw) + 12, _BASIC, 0, size),
+            raw,
+            _TO_BODY.pack(FRAME_END, _BODY, channel, size) if size else _END,
+            body,
+            _END if size else b"",
+        )
+    )
 
 
 def method_frame(channel: int, method: Method) -> bytes:
