@@ -92,43 +92,110 @@ def herald_broker(
             server.wait(30)
 
 
+Address = tuple[str, int]
+"""Where a broker listens: (host, port)."""
+
+
 @contextmanager
 def maybe_herald(
-    brokers: list[tuple[str, int | None]], plugins: list[str], store: str, settings=()
+    brokers: list[tuple[str, Address | None]], plugins: list[str], store: str, settings=()
 ) -> Iterator[tuple[dict[str, int], psutil.Process | None]]:
     """herald_broker() when herald is among the brokers, else nothing."""
-    if any(port is None for _, port in brokers):
+    if any(address is None for _, address in brokers):
         with herald_broker(plugins, store, settings) as started:
             yield started
     else:
         yield {}, None
 
 
-def listening_process(port: int) -> psutil.Process:
-    """The process listening on a local TCP port (a peer broker: beam.smp, mosquitto, ...).
+def listening_process(address: Address) -> psutil.Process | None:
+    """The process listening on a local TCP port (a peer broker: beam.smp, mosquitto, ...);
+    None for a broker on another machine, whose CPU time this machine cannot see.
 
     Seeing another user's process (RabbitMQ runs as `rabbitmq`) takes root."""
+    host, port = address
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        return None
     for conn in psutil.net_connections(kind="tcp"):
         if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
             return psutil.Process(conn.pid)
     raise RuntimeError(f"no listener seen on port {port}: peer down, or not root?")
 
 
-def parse_brokers(text: str, default_ports: dict[str, int]) -> list[tuple[str, int | None]]:
-    """`herald,rabbitmq=5673,mosquitto` -> [(name, port or None for herald)]."""
-    brokers: list[tuple[str, int | None]] = []
+def parse_brokers(
+    text: str, default_ports: dict[str, int], host: str = "127.0.0.1"
+) -> list[tuple[str, Address | None]]:
+    """`herald,rabbitmq=5673,mosquitto,other=10.0.0.7:1883` -> [(name, (host, port))].
+
+    `herald` alone is a herald this script starts (address None); any other name needs a port,
+    its own or the default for that peer, and listens on `host` unless it names one."""
+    brokers: list[tuple[str, Address | None]] = []
     for item in text.split(","):
-        name, _, port = item.partition("=")
-        if name == "herald":
+        name, _, where = item.partition("=")
+        if name == "herald" and not where:
             brokers.append((name, None))
-        elif name in default_ports:
-            brokers.append((name, int(port) if port else default_ports[name]))
-        else:
-            raise SystemExit(f"unknown broker {name!r}: herald or one of {sorted(default_ports)}")
+            continue
+        at, _, port = where.rpartition(":")
+        if not port and name not in default_ports:
+            raise SystemExit(f"{name!r} needs a port: {name}=[HOST:]PORT")
+        brokers.append((name, (at or host, int(port) if port else default_ports[name])))
     return brokers
 
 
-def cpu_seconds(process: psutil.Process) -> float:
+def resolve_targets(
+    brokers: list[tuple[str, Address | None]],
+    herald_ports: dict[str, int],
+    herald_process: psutil.Process | None,
+    protocol: str,
+) -> dict[str, tuple[Address, psutil.Process | None]]:
+    """Each broker's address for `protocol` and its process (for its CPU time)."""
+    return {
+        name: (("127.0.0.1", herald_ports[protocol]), herald_process)
+        if address is None
+        else (address, listening_process(address))
+        for name, address in brokers
+    }
+
+
+def interleaved(
+    repeat: int,
+    cases: Sequence[Any],
+    targets: dict[str, tuple[Address, psutil.Process | None]],
+    run_one: Callable[[Address, psutil.Process | None, Any], dict],
+    key: Callable[[Any], str],
+) -> dict[str, dict[str, list[dict]]]:
+    """Every case against every broker in turn, `repeat` times: machine noise hits them alike.
+    Returns each run's result by case key and broker name."""
+    results: dict[str, dict[str, list[dict]]] = {}
+    for _ in range(repeat):
+        for case in cases:
+            for name, (address, process) in targets.items():
+                result = run_one(address, process, case)
+                results.setdefault(key(case), {}).setdefault(name, []).append(result)
+    return results
+
+
+def report(
+    name: str,
+    clients: list[str],
+    args: argparse.Namespace,
+    brokers: list[tuple[str, Address | None]],
+    results: dict[str, dict[str, list[dict]]],
+) -> dict[str, Any]:
+    """The benchmark's JSON: head, brokers, medians per scenario and broker, ratios."""
+    table = {key: {b: medians(r) for b, r in by.items()} for key, by in results.items()}
+    return {
+        **header(name, clients, args),
+        "brokers": {b: None if a is None else f"{a[0]}:{a[1]}" for b, a in brokers},
+        "scenarios": table,
+        "herald_vs_peers": ratios(table),
+    }
+
+
+def cpu_seconds(process: psutil.Process | None) -> float | None:
+    """User + system CPU time of a process; None when it is not on this machine."""
+    if process is None:
+        return None
     times = process.cpu_times()
     return times.user + times.system
 
@@ -220,7 +287,7 @@ def run_clients(
     shared: Shared,
     consumers: list[tuple[Callable, tuple]],
     publishers: list[tuple[Callable, tuple]],
-    broker: psutil.Process,
+    broker: psutil.Process | None,
 ) -> dict:
     """Start consumers, wait until they are subscribed, start publishers, time the whole."""
     cons = [mp.Process(target=t, args=(shared, *a), daemon=True) for t, a in consumers]
@@ -240,7 +307,7 @@ def run_clients(
         shared.began.value = time.perf_counter() + 0.05
         shared.start.set()
         received = [_result(shared, pubs + cons) for _ in cons]
-        cpu = cpu_seconds(broker) - cpu_before
+        cpu_after = cpu_seconds(broker)
         published = [shared.publisher_cpu.get(timeout=30) for _ in pubs]
         for process in pubs + cons:
             process.join(30)
@@ -256,7 +323,9 @@ def run_clients(
     result = {
         "msgs_per_s": count / seconds if count else 0.0,
         "delivered": count / shared.expected,
-        "broker_cpu_us_per_msg": cpu / count * 1e6 if count else 0.0,
+        "broker_cpu_us_per_msg": (cpu_after - cpu_before) / count * 1e6
+        if count and cpu_before is not None and cpu_after is not None
+        else None,
         # the busiest client's CPU share over its run: near 1.0, that client set the pace
         "consumer_busy": max(r[3] / max(r[1] - shared.began.value, 1e-9) for r in received),
         "publisher_busy": max(c / max(t, 1e-9) for c, t in published),

@@ -5,9 +5,11 @@
         [--store commitlog|memory] [--repeat 3] [--scenarios transient,persistent_confirms]
 
 Prints one JSON object. herald runs in its own process (benchmarks/_common.py) so its CPU time
-can be read with psutil; a peer is a broker already running on 127.0.0.1 at the given port
-(guest/guest), its process found by that port. Each repetition runs every scenario and size
-against each broker in turn, so the machine's noise hits them alike; figures are medians.
+can be read with psutil; a peer is a broker already running at the given [host:]port
+(guest/guest; host `--host`, 127.0.0.1 by default), its process found by that port when it
+runs on this machine (elsewhere its CPU time is not reported). Each repetition runs every
+scenario and size against each broker in turn, so the machine's noise hits them alike; figures
+are medians.
 Publishers and consumers are separate processes, one pika connection each:
 - transient: BlockingConnection publishers, no confirms, transient messages;
 - persistent_confirms: SelectConnection publishers with publisher confirms (up to `--window`
@@ -29,16 +31,16 @@ from typing import Any
 
 import pika
 from _common import (
+    Address,
     Receipts,
     Shared,
-    header,
-    listening_process,
+    interleaved,
     maybe_herald,
-    medians,
     pace,
     parse_brokers,
     publisher_done,
-    ratios,
+    report,
+    resolve_targets,
     run_clients,
     stamped_body,
     wait_start,
@@ -47,13 +49,14 @@ from _common import (
 WARMUP = 0.5
 
 
-def params(port: int) -> pika.ConnectionParameters:
-    return pika.ConnectionParameters("127.0.0.1", port, heartbeat=0, socket_timeout=30)
+def params(address: Address) -> pika.ConnectionParameters:
+    host, port = address
+    return pika.ConnectionParameters(host, port, heartbeat=0, socket_timeout=30)
 
 
 # -- clients (each in its own process) ------------------------------------------------------
-def consume(shared: Shared, port: int, queue: str, stamped: bool, publishers: int) -> None:
-    conn = pika.BlockingConnection(params(port))
+def consume(shared: Shared, address: Address, queue: str, stamped: bool, publishers: int) -> None:
+    conn = pika.BlockingConnection(params(address))
     channel = conn.channel()
     channel.basic_qos(prefetch_count=1000)
     receipts = Receipts(shared, stamped, WARMUP)
@@ -78,9 +81,16 @@ def consume(shared: Shared, port: int, queue: str, stamped: bool, publishers: in
 
 
 def publish(
-    shared: Shared, port: int, queue: str, count: int, size: int, rate: float, index: int, n: int
+    shared: Shared,
+    address: Address,
+    queue: str,
+    count: int,
+    size: int,
+    rate: float,
+    index: int,
+    n: int,
 ) -> None:
-    conn = pika.BlockingConnection(params(port))
+    conn = pika.BlockingConnection(params(address))
     channel = conn.channel()
     wait_start(shared)
     if rate:
@@ -100,7 +110,7 @@ def publish(
 
 def publish_confirmed(
     shared: Shared,
-    port: int,
+    address: Address,
     queue: str,
     count: int,
     size: int,
@@ -145,7 +155,7 @@ def publish_confirmed(
         channel.confirm_delivery(on_confirm, callback=lambda _f: (wait_start(shared), send_more()))
 
     conn = pika.SelectConnection(
-        params(port),
+        params(address),
         on_open_callback=lambda c: c.channel(on_open_callback=on_channel),
         on_close_callback=lambda c, exc: c.ioloop.stop(),
     )
@@ -153,19 +163,21 @@ def publish_confirmed(
 
 
 # -- one run --------------------------------------------------------------------------------
-def run(args: argparse.Namespace, port: int, broker: Any, scenario: str, size: int, rate: float):
+def run(
+    args: argparse.Namespace, address: Address, broker: Any, scenario: str, size: int, rate: float
+):
     """One scenario against one broker: declare a fresh durable queue, run, delete it."""
     queue = f"bench-{scenario}-{size}-{time.monotonic_ns()}"
-    setup = pika.BlockingConnection(params(port))
+    setup = pika.BlockingConnection(params(address))
     setup.channel().queue_declare(queue, durable=True)
     total = int(rate * args.seconds) if rate else args.messages
     shared = Shared(total)
     stamped = bool(rate)
-    consumers = [(consume, (port, queue, stamped, args.publishers))] * args.consumers
+    consumers = [(consume, (address, queue, stamped, args.publishers))] * args.consumers
     publishers = []
     for i in range(args.publishers):
         count = total // args.publishers + (total % args.publishers if i == 0 else 0)
-        common = (port, queue, count, size, rate, i, args.publishers)
+        common = (address, queue, count, size, rate, i, args.publishers)
         if scenario == "persistent_confirms":
             publishers.append((publish_confirmed, (*common, args.window)))
         else:
@@ -182,7 +194,8 @@ def run(args: argparse.Namespace, port: int, broker: Any, scenario: str, size: i
 
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--brokers", default="herald", help="herald,rabbitmq=PORT")
+    parser.add_argument("--brokers", default="herald", help="herald,rabbitmq=[HOST:]PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="peers' host unless they name one")
     parser.add_argument("--messages", type=int, default=40_000)
     parser.add_argument("--publishers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
@@ -194,32 +207,21 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--store", default="commitlog", choices=["memory", "commitlog"])
     parser.add_argument("--scenarios", default="transient,persistent_confirms")
     args = parser.parse_args(argv)
-    brokers = parse_brokers(args.brokers, {"rabbitmq": 5672})
+    brokers = parse_brokers(args.brokers, {"rabbitmq": 5672}, args.host)
     sizes = [int(s) for s in args.sizes.split(",")]
     runs = [(s, size, 0.0) for s in args.scenarios.split(",") for size in sizes]
     if args.rate:
         runs += [(s, size, args.rate) for s, size, _ in list(runs)]
-    results: dict[str, dict[str, list[dict]]] = {}
     with maybe_herald(brokers, ["amqp"], args.store) as (ports, herald_process):
-        targets = {
-            name: (ports["amqp"], herald_process)
-            if port is None
-            else (port, listening_process(port))
-            for name, port in brokers
-        }
-        for _ in range(args.repeat):  # interleaved, so machine noise hits every broker alike
-            for scenario, size, rate in runs:
-                key = f"{scenario}/{size}B" + ("/latency" if rate else "")
-                for name, (port, process) in targets.items():
-                    result = run(args, port, process, scenario, size, rate)
-                    results.setdefault(key, {}).setdefault(name, []).append(result)
-    table = {key: {name: medians(r) for name, r in by.items()} for key, by in results.items()}
-    return {
-        **header("amqp_throughput", ["pika"], args),
-        "brokers": dict(brokers),
-        "scenarios": table,
-        "herald_vs_peers": ratios(table),
-    }
+        targets = resolve_targets(brokers, ports, herald_process, "amqp")
+        results = interleaved(
+            args.repeat,
+            runs,
+            targets,
+            lambda address, process, case: run(args, address, process, *case),
+            lambda case: f"{case[0]}/{case[1]}B" + ("/latency" if case[2] else ""),
+        )
+    return report("amqp_throughput", ["pika"], args, brokers, results)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@
         [--rate 1000] [--seconds 5] [--store commitlog|memory] [--repeat 3]
 
 Prints one JSON object. herald runs in its own process with the mqtt plugin
-(benchmarks/_common.py); a peer is a broker already running on 127.0.0.1 at the given port,
-its process found by that port for its CPU time. Every client is a paho-mqtt process speaking
-MQTT 3.1.1 with a clean session (user guest/guest) and TCP_NODELAY, driving its socket with
-select() and paho's loop_read/loop_write, so one client costs the same against every broker:
+(benchmarks/_common.py); a peer is a broker already running at the given [host:]port (host
+`--host`, 127.0.0.1 by default), its process found by that port for its CPU time when local.
+Every client is a paho-mqtt process speaking MQTT 3.1.1 with a clean session (user
+guest/guest) and TCP_NODELAY, driving its socket with select() and paho's
+loop_read/loop_write, so one client costs the same against every broker:
 - fan-in: 4 publishers -> one topic -> 1 subscriber; fan-out: 1 publisher -> 4 subscribers;
 - QoS 0: publishers write as fast as the socket takes it; QoS 1: each publisher keeps up to
   `--inflight` PUBLISHes unacknowledged and subscribes at QoS 1 (paho acks each delivery).
@@ -33,16 +34,16 @@ import time
 from typing import Any
 
 from _common import (
+    Address,
     Receipts,
     Shared,
-    header,
-    listening_process,
+    interleaved,
     maybe_herald,
-    medians,
     pace,
     parse_brokers,
     publisher_done,
-    ratios,
+    report,
+    resolve_targets,
     run_clients,
     stamped_body,
     wait_start,
@@ -57,7 +58,7 @@ _ids = itertools.count()
 class Client:
     """A paho client on our own select() loop: no network thread, no wake-up socket pair."""
 
-    def __init__(self, port: int, inflight: int) -> None:
+    def __init__(self, address: Address, inflight: int) -> None:
         self.events = 0  # callbacks seen: the loop reads while they keep coming
         self.acked = 0
         self.paho = mqtt.Client(
@@ -72,7 +73,7 @@ class Client:
         self.paho.on_connect = self._on_event
         self.paho.on_subscribe = self._on_event
         self.paho.on_publish = self._on_publish
-        self.paho.connect("127.0.0.1", port, keepalive=120)
+        self.paho.connect(*address, keepalive=120)
         # paho leaves Nagle's algorithm on, which delays 4 KiB PUBLISHes by up to 40 ms
         self.paho.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.pump_until(lambda: self.events > 0)
@@ -112,8 +113,10 @@ class Client:
 
 
 # -- clients (each in its own process) ------------------------------------------------------
-def subscribe(shared: Shared, port: int, topic: str, qos: int, stamped: bool, pubs: int) -> None:
-    client = Client(port, 20)
+def subscribe(
+    shared: Shared, address: Address, topic: str, qos: int, stamped: bool, pubs: int
+) -> None:
+    client = Client(address, 20)
     receipts = Receipts(shared, stamped, WARMUP)
 
     def on_message(_client: Any, _userdata: Any, message: Any) -> None:
@@ -131,10 +134,10 @@ def subscribe(shared: Shared, port: int, topic: str, qos: int, stamped: bool, pu
 
 
 def publish(
-    shared: Shared, port: int, topic: str, qos: int, count: int, size: int, rate: float,
+    shared: Shared, address: Address, topic: str, qos: int, count: int, size: int, rate: float,
     index: int, publishers: int, inflight: int,
 ) -> None:  # fmt: skip
-    client = Client(port, inflight)
+    client = Client(address, inflight)
     paho = client.paho
     payload = b"x" * size
     body, due = stamped_body(size), pace(shared, index, publishers, rate or 1.0)
@@ -157,18 +160,18 @@ def publish(
 
 
 # -- one run --------------------------------------------------------------------------------
-def run(args: argparse.Namespace, port: int, broker: Any, case: tuple) -> dict:
+def run(args: argparse.Namespace, address: Address, broker: Any, case: tuple) -> dict:
     qos, topology, size, rate = case
     topic = f"bench/{qos}/{size}/{time.monotonic_ns()}"
     n_pubs, n_subs = (4, 1) if topology == "fan-in" else (1, 4)
     published = int(rate * args.seconds) if rate else args.messages // n_subs
     shared = Shared(published * n_subs)
-    subscribers = [(subscribe, (port, topic, qos, bool(rate), n_pubs))] * n_subs
+    subscribers = [(subscribe, (address, topic, qos, bool(rate), n_pubs))] * n_subs
     publishers = []
     for i in range(n_pubs):
         count = published // n_pubs + (published % n_pubs if i == 0 else 0)
         publishers.append(
-            (publish, (port, topic, qos, count, size, rate, i, n_pubs, args.inflight))
+            (publish, (address, topic, qos, count, size, rate, i, n_pubs, args.inflight))
         )
     result = run_clients(shared, subscribers, publishers, broker)
     if qos and result["delivered"] != 1.0:
@@ -178,7 +181,8 @@ def run(args: argparse.Namespace, port: int, broker: Any, case: tuple) -> dict:
 
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--brokers", default="herald", help="herald,mosquitto=PORT,...")
+    parser.add_argument("--brokers", default="herald", help="herald,mosquitto=[HOST:]PORT,...")
+    parser.add_argument("--host", default="127.0.0.1", help="peers' host unless they name one")
     parser.add_argument("--messages", type=int, default=20_000, help="deliveries per run")
     parser.add_argument("--sizes", default="100,4096")
     parser.add_argument("--qos", default="0,1")
@@ -189,34 +193,22 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--store", default="commitlog", choices=["memory", "commitlog"])
     args = parser.parse_args(argv)
-    brokers = parse_brokers(args.brokers, PEERS)
+    brokers = parse_brokers(args.brokers, PEERS, args.host)
     qos_levels = [int(q) for q in args.qos.split(",")]
     sizes = [int(s) for s in args.sizes.split(",")]
     cases = [(q, t, s, 0.0) for q in qos_levels for t in args.topologies.split(",") for s in sizes]
     if args.rate:
         cases += [(q, "fan-in", s, args.rate) for q in qos_levels for s in sizes]
-    results: dict[str, dict[str, list[dict]]] = {}
     with maybe_herald(brokers, ["mqtt"], args.store) as (ports, herald_process):
-        targets = {
-            name: (ports["mqtt"], herald_process)
-            if port is None
-            else (port, listening_process(port))
-            for name, port in brokers
-        }
-        for _ in range(args.repeat):  # interleaved, so machine noise hits every broker alike
-            for case in cases:
-                qos, topology, size, rate = case
-                key = f"qos{qos}/{topology}/{size}B" + ("/latency" if rate else "")
-                for name, (port, process) in targets.items():
-                    result = run(args, port, process, case)
-                    results.setdefault(key, {}).setdefault(name, []).append(result)
-    table = {key: {name: medians(r) for name, r in by.items()} for key, by in results.items()}
-    return {
-        **header("mqtt_throughput", ["paho-mqtt"], args),
-        "brokers": dict(brokers),
-        "scenarios": table,
-        "herald_vs_peers": ratios(table),
-    }
+        targets = resolve_targets(brokers, ports, herald_process, "mqtt")
+        results = interleaved(
+            args.repeat,
+            cases,
+            targets,
+            lambda address, process, case: run(args, address, process, case),
+            lambda case: f"qos{case[0]}/{case[1]}/{case[2]}B" + ("/latency" if case[3] else ""),
+        )
+    return report("mqtt_throughput", ["paho-mqtt"], args, brokers, results)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ against RabbitMQ's STOMP plugin.
         [--persistent] [--store commitlog|memory] [--repeat 3]
 
 Prints one JSON object. herald runs in its own process with the stomp plugin
-(benchmarks/_common.py); a peer is a broker already running on 127.0.0.1 at the given port
-(guest/guest, virtual host "/"), its process found by that port for its CPU time. Clients are
+(benchmarks/_common.py); a peer is a broker already running at the given [host:]port (host
+`--host`, 127.0.0.1 by default; guest/guest, virtual host "/"), its process found by that port
+for its CPU time when local. Clients are
 stomp.py processes speaking STOMP 1.2 without heart-beats, with TCP_NODELAY set: publishers
 SEND to one `/queue/<name>` as fast as the socket takes it (`--persistent`: persistent:true);
 consumers SUBSCRIBE to it with `ack:client-individual` and `prefetch-count` 1000 and ACK every
@@ -30,16 +31,16 @@ from typing import Any
 
 import stomp
 from _common import (
+    Address,
     Receipts,
     Shared,
-    header,
-    listening_process,
+    interleaved,
     maybe_herald,
-    medians,
     pace,
     parse_brokers,
     publisher_done,
-    ratios,
+    report,
+    resolve_targets,
     run_clients,
     stamped_body,
     wait_start,
@@ -48,8 +49,10 @@ from _common import (
 WARMUP = 0.5
 
 
-def connect(port: int, listener: stomp.ConnectionListener | None = None) -> stomp.Connection12:
-    conn = stomp.Connection12([("127.0.0.1", port)], vhost="/", auto_decode=False)
+def connect(
+    address: Address, listener: stomp.ConnectionListener | None = None
+) -> stomp.Connection12:
+    conn = stomp.Connection12([address], vhost="/", auto_decode=False)
     if listener is not None:
         conn.set_listener("bench", listener)
     conn.connect("guest", "guest", wait=True)
@@ -78,9 +81,11 @@ class Consumer(stomp.ConnectionListener):
         self.receipts.got(frame.body)
 
 
-def consume(shared: Shared, port: int, destination: str, stamped: bool, publishers: int) -> None:
+def consume(
+    shared: Shared, address: Address, destination: str, stamped: bool, publishers: int
+) -> None:
     listener = Consumer(Receipts(shared, stamped, WARMUP))
-    conn = listener.conn = connect(port, listener)
+    conn = listener.conn = connect(address, listener)
     headers = {"prefetch-count": "1000", "receipt": "subscribed"}
     conn.subscribe(destination, id="1", ack="client-individual", headers=headers)
     if not listener.subscribed.wait(60):
@@ -93,10 +98,10 @@ def consume(shared: Shared, port: int, destination: str, stamped: bool, publishe
 
 
 def publish(
-    shared: Shared, port: int, destination: str, count: int, size: int, rate: float,
+    shared: Shared, address: Address, destination: str, count: int, size: int, rate: float,
     index: int, publishers: int, persistent: bool,
 ) -> None:  # fmt: skip
-    conn = connect(port)
+    conn = connect(address)
     headers = {"persistent": "true"} if persistent else {}
     wait_start(shared)
     if rate:
@@ -115,15 +120,15 @@ def publish(
 
 
 # -- one run --------------------------------------------------------------------------------
-def run(args: argparse.Namespace, port: int, broker: Any, size: int, rate: float) -> dict:
+def run(args: argparse.Namespace, address: Address, broker: Any, size: int, rate: float) -> dict:
     destination = f"/queue/bench-stomp-{size}-{time.monotonic_ns()}"
     total = int(rate * args.seconds) if rate else args.messages
     shared = Shared(total)
-    consumers = [(consume, (port, destination, bool(rate), args.publishers))] * args.consumers
+    consumers = [(consume, (address, destination, bool(rate), args.publishers))] * args.consumers
     publishers = []
     for i in range(args.publishers):
         count = total // args.publishers + (total % args.publishers if i == 0 else 0)
-        common = (port, destination, count, size, rate, i, args.publishers, args.persistent)
+        common = (address, destination, count, size, rate, i, args.publishers, args.persistent)
         publishers.append((publish, common))
     result = run_clients(shared, consumers, publishers, broker)
     if result["delivered"] != 1.0:
@@ -133,7 +138,8 @@ def run(args: argparse.Namespace, port: int, broker: Any, size: int, rate: float
 
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--brokers", default="herald", help="herald,rabbitmq=PORT")
+    parser.add_argument("--brokers", default="herald", help="herald,rabbitmq=[HOST:]PORT")
+    parser.add_argument("--host", default="127.0.0.1", help="peers' host unless they name one")
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--publishers", type=int, default=2)
     parser.add_argument("--consumers", type=int, default=2)
@@ -144,30 +150,19 @@ def main(argv: list[str]) -> dict:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--store", default="commitlog", choices=["memory", "commitlog"])
     args = parser.parse_args(argv)
-    brokers = parse_brokers(args.brokers, {"rabbitmq": 61613})
+    brokers = parse_brokers(args.brokers, {"rabbitmq": 61613}, args.host)
     sizes = [int(s) for s in args.sizes.split(",")]
     cases = [(size, 0.0) for size in sizes] + [(size, args.rate) for size in sizes if args.rate]
-    results: dict[str, dict[str, list[dict]]] = {}
     with maybe_herald(brokers, ["stomp"], args.store) as (ports, herald_process):
-        targets = {
-            name: (ports["stomp"], herald_process)
-            if port is None
-            else (port, listening_process(port))
-            for name, port in brokers
-        }
-        for _ in range(args.repeat):  # interleaved, so machine noise hits every broker alike
-            for size, rate in cases:
-                key = f"queue/{size}B" + ("/latency" if rate else "")
-                for name, (port, process) in targets.items():
-                    result = run(args, port, process, size, rate)
-                    results.setdefault(key, {}).setdefault(name, []).append(result)
-    table = {key: {name: medians(r) for name, r in by.items()} for key, by in results.items()}
-    return {
-        **header("stomp_throughput", ["stomp.py"], args),
-        "brokers": dict(brokers),
-        "scenarios": table,
-        "herald_vs_peers": ratios(table),
-    }
+        targets = resolve_targets(brokers, ports, herald_process, "stomp")
+        results = interleaved(
+            args.repeat,
+            cases,
+            targets,
+            lambda address, process, case: run(args, address, process, *case),
+            lambda case: f"queue/{case[0]}B" + ("/latency" if case[1] else ""),
+        )
+    return report("stomp_throughput", ["stomp.py"], args, brokers, results)
 
 
 if __name__ == "__main__":
