@@ -67,6 +67,9 @@ __all__ = ["CommitLogConfig", "CommitLogStatistics", "CommitLogStore"]
 
 log = logging.getLogger(__name__)
 
+ACKS_PER_RECORD = 4096
+"""The most acks kept unlogged, and the most one ACKS record holds (32 KiB of offsets)."""
+
 
 @attrs.frozen
 class CommitLogStatistics:
@@ -97,6 +100,8 @@ class CommitLogStore:
         self.disk_alarm = False
         self.recovery: RecoveryReport | None = None
         self.reader = QueueReader(self.log, self.state)
+        self._acks: dict[int, list[int]] = {}  # acks not logged yet, by queue id
+        self._ack_count = 0
         # Fault-injection seams: how record bytes reach a segment, and how free disk space is
         # read (tests replace them).
         self._write: Writer = write_record
@@ -228,6 +233,8 @@ class CommitLogStore:
         return self.state.metadata.load()
 
     def put_metadata(self, kind: str, key: str, value: MetadataValue | None) -> int:
+        if self._acks:
+            self.flush_acks()
         text = MetadataTable.encode(kind, key, value)
         pending = rec.encode_metadata(kind, key, text)
         position = self._put(pending)
@@ -243,6 +250,8 @@ class CommitLogStore:
             self.reader.recovered.clear()  # recovery is over: stop sharing recovered messages
         if not targets:
             return self.log.write_offset
+        if self._acks:
+            self.flush_acks()
         raw = message.stored_bytes(codecs)
         store_ms = int(time.time() * 1000)  # never below the last record's: monotonic
         if store_ms < self.last_ms:
@@ -282,6 +291,8 @@ class CommitLogStore:
         return group.durable if group is not None else 0
 
     async def wait_durable(self, ticket: int) -> None:
+        if self._acks:
+            self.flush_acks()  # then the round that makes `ticket` durable takes them too
         await self.require_open().wait_durable(ticket)
         if self._keeper.due and not self._keeper.lock.locked():
             try:
@@ -303,16 +314,41 @@ class CommitLogStore:
             return
         index = state.find(queue_offset)
         if index is not None:
-            self._put_quietly(rec.encode_ack(queue_id, queue_offset), "ack")
+            offsets = self._acks.get(queue_id)
+            if offsets is None:
+                self._acks[queue_id] = [queue_offset]
+            else:
+                offsets.append(queue_offset)
             self.state.ledger.drop_index(state, index)
+            self._ack_count += 1
+            if self._ack_count >= ACKS_PER_RECORD:
+                self.flush_acks()
+
+    def flush_acks(self) -> None:
+        """Log the acks taken since the last record, one ACKS record per queue.
+
+        Nobody waits for an ack to reach disk (RabbitMQ does not either: after a crash an
+        acked message may come back), so acks wait here until the next record of any kind,
+        the background tick (`flush_interval_ms`) or a checkpoint, and a consumer's
+        `multiple` ack of a hundred messages costs one record instead of a hundred."""
+        acks, self._acks = self._acks, {}
+        self._ack_count = 0
+        for queue_id, offsets in acks.items():
+            for at in range(0, len(offsets), ACKS_PER_RECORD):
+                chunk = offsets[at : at + ACKS_PER_RECORD]
+                self._put_quietly(rec.encode_acks(queue_id, chunk), "ack")
 
     def note_delivery(self, queue_id: int, queue_offset: int, delivery_count: int) -> None:
+        if self._acks:
+            self.flush_acks()
         if self.state.find_live(queue_id, queue_offset) is not None:
             pending = rec.encode_delivery(queue_id, queue_offset, delivery_count)
             self._put_quietly(pending, "delivery count")
             self.state.on_delivery(queue_id, queue_offset, delivery_count)
 
     def delete_queue(self, queue_id: int) -> None:
+        if self._acks:
+            self.flush_acks()
         if queue_id in self.state.queues:
             self._put_quietly(rec.encode_delete_queue(queue_id), "queue deletion")
             self.state.on_delete_queue(queue_id)

@@ -22,6 +22,7 @@ from herald.storage.ledger import Ledger, QueueState
 from herald.storage.metadata import MetadataTable
 from herald.storage.record import (
     AckRecord,
+    AcksRecord,
     DeleteQueueRecord,
     DeliveryRecord,
     MessageRecord,
@@ -196,6 +197,9 @@ class StoreState:
                 record.message_id,
                 record.store_ms,
             )
+        elif isinstance(record, AcksRecord):
+            for offset in record.queue_offsets:
+                self.on_ack(record.queue_id, offset)
         elif isinstance(record, AckRecord):
             self.on_ack(record.queue_id, record.queue_offset)
         elif isinstance(record, DeliveryRecord):

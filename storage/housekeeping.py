@@ -120,6 +120,7 @@ class Housekeeper:
         group = store.require_open()
         async with self.lock:
             self.due = False
+            store.flush_acks()  # the snapshot's log end then covers every ack it holds
             snapshot = store.state.snapshot(store.log.write_offset, store.last_ms)
             queues = [(s.cq, s.cq.length) for s in store.state.queues.values()]
             files = [f for cq, _ in queues for f in cq.dirty_files()]
@@ -151,6 +152,7 @@ class Housekeeper:
     async def reclaim_locked(self) -> int:
         """See `CommitLogStore.reclaim`; call it holding `lock`."""
         store = self.store
+        store.flush_acks()  # no segment goes while an ack that emptied it is only in memory
         kept = [c for c in (self.checkpoint, self.previous) if c is not None]
         if not kept:
             return 0
@@ -195,6 +197,7 @@ class Housekeeper:
         consume-queue and index pages used since the last tick."""
         store = self.store
         group = store.require_open()
+        store.flush_acks()
         index = store.state.index
         ahead = store.log.needs_prepare() is not None
         if ahead or (index is not None and index.needs_prepare() is not None):

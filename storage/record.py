@@ -48,6 +48,7 @@ class Kind(enum.IntEnum):
     DELIVERY = 0x03
     METADATA = 0x04
     DELETE_QUEUE = 0x05
+    ACKS = 0x06
     END = 0xEE
 
 
@@ -71,6 +72,7 @@ def _layouts(fields: str) -> tuple[struct.Struct, struct.Struct]:
 # exchange, routing key, message id, headers, annotations lengths, target count, raw length
 MESSAGE, _MESSAGE = _layouts("Iqqq I iH IIIIIII")
 ACK, _ACK = _layouts("qq")  # queue id, queue offset
+ACKS, _ACKS = _layouts("qI")  # queue id, count; then `count` queue offsets (q each)
 DELIVERY, _DELIVERY = _layouts("qqI")  # queue id, queue offset, count
 DELETE_QUEUE, _DELETE_QUEUE = _layouts("q")  # queue id
 METADATA, _METADATA = _layouts("IIII")  # flags, kind length, key length, value length
@@ -136,6 +138,7 @@ _ENCODED: dict[str, bytes] = {}
 _ENCODED_MAX = 4096
 MAGIC_MESSAGE = magic_of(Kind.MESSAGE)
 _MAGIC_ACK = magic_of(Kind.ACK)
+_MAGIC_ACKS = magic_of(Kind.ACKS)
 
 
 def _encoded(text: str) -> bytes:
@@ -218,6 +221,15 @@ def encode_ack(queue_id: int, queue_offset: int) -> Pending:
     return Pending(ACK.size, _MAGIC_ACK, zlib.crc32(fields), fields + _ACK_PAD)
 
 
+def encode_acks(queue_id: int, offsets: Sequence[int]) -> Pending:
+    """Acks of several entries of one queue in one record (what the store writes: the
+    acks taken since its last record; ACK records are still read)."""
+    count = len(offsets)
+    fields = _ACKS.pack(queue_id, count) + struct.pack(f">{count}q", *offsets)
+    size = ACKS.size + 8 * count
+    return Pending(size, _MAGIC_ACKS, zlib.crc32(fields), fields + _ZEROS[: -size & (ALIGN - 1)])
+
+
 def encode_delivery(queue_id: int, queue_offset: int, count: int) -> Pending:
     return _pending(_DELIVERY, Kind.DELIVERY, (queue_id, queue_offset, count), [])
 
@@ -290,6 +302,14 @@ class AckRecord:
 
 
 @attrs.frozen
+class AcksRecord:
+    position: int
+    size: int
+    queue_id: int
+    queue_offsets: tuple[int, ...]
+
+
+@attrs.frozen
 class DeliveryRecord:
     position: int
     size: int
@@ -322,7 +342,15 @@ class EndRecord:
     size: int
 
 
-Record = MessageRecord | AckRecord | DeliveryRecord | DeleteQueueRecord | MetadataRecord | EndRecord
+Record = (
+    MessageRecord
+    | AckRecord
+    | AcksRecord
+    | DeliveryRecord
+    | DeleteQueueRecord
+    | MetadataRecord
+    | EndRecord
+)
 
 
 def from_json(data: bytes | None) -> Any:
@@ -373,6 +401,8 @@ def decode(data: bytes | memoryview, position: int) -> Record:
         return _decode_message(data, position, size)
     if kind is Kind.METADATA:
         return _decode_metadata(data, position, size)
+    if kind is Kind.ACKS:
+        return _decode_acks(data, position, size)
     layout = {Kind.ACK: ACK, Kind.DELIVERY: DELIVERY, Kind.DELETE_QUEUE: DELETE_QUEUE}[kind]
     if size != layout.size:
         raise RecordError(f"{kind.name} record of {size} bytes, expected {layout.size}")
@@ -382,6 +412,16 @@ def decode(data: bytes | memoryview, position: int) -> Record:
     if kind is Kind.DELIVERY:
         return DeliveryRecord(position, size, *fields)
     return DeleteQueueRecord(position, size, *fields)
+
+
+def _decode_acks(data: bytes | memoryview, position: int, size: int) -> AcksRecord:
+    if size < ACKS.size:
+        raise RecordError("ACKS record shorter than its header")
+    queue_id, count = _ACKS.unpack_from(data, COMMON.size)
+    if size != ACKS.size + 8 * count:
+        raise RecordError(f"ACKS record of {size} bytes for {count} offsets")
+    offsets = struct.unpack_from(f">{count}q", data, ACKS.size)
+    return AcksRecord(position, size, queue_id, offsets)
 
 
 def _split(data: bytes, start: int, size: int, lengths: Sequence[int]) -> list[bytes]:

@@ -20,6 +20,7 @@ from herald.core.message import CodecRegistry
 from herald.core.plugin_types import Service
 from herald.core.store import QueueTarget
 from herald.storage import commitlog
+from herald.storage import record as rec
 from herald.storage.commitlog import CommitLogConfig, CommitLogStore
 from herald.storage.mapped_file import MappedFile
 from tests.storage.crash_helper import message
@@ -253,3 +254,55 @@ def test_hooks(tmp_path: Path) -> None:
     assert all(isinstance(service, Service) for service in services)
     assert [s.name for s in services] == ["commitlog-flusher", "commitlog-disk-monitor"]
     assert commitlog.herald_services(BrokerWith(object())) == []
+
+
+def records_between(store: CommitLogStore, begin: int, end: int) -> list[rec.Record]:
+    found, at = [], begin
+    while at < end:
+        size, _ = rec.peek(store.log.read(at, rec.PREFIX.size))
+        found.append(rec.decode(store.log.read(at, size), at))
+        at += rec.aligned(size)
+    return found
+
+
+async def test_acks_are_logged_together_before_the_next_record(tmp_path: Path) -> None:
+    async with opened(tmp_path) as store:
+        for n in range(6):
+            store.append(message(n), [QueueTarget(1, n), QueueTarget(2, n)])
+        end = store.statistics().appended_ticket
+        for n in (0, 1, 3):
+            store.ack(1, n)
+        store.ack(2, 0)
+        assert store.statistics().appended_ticket == end  # nothing written yet
+        assert [e.queue_offset for e in store.recover_queue(1)] == [2, 4, 5]  # but gone
+        store.append(message(6), [QueueTarget(1, 6)])  # the next record takes them first
+        after = records_between(store, end, store.statistics().appended_ticket)
+        assert after[:2] == [
+            rec.AcksRecord(after[0].position, after[0].size, 1, (0, 1, 3)),
+            rec.AcksRecord(after[1].position, after[1].size, 2, (0,)),
+        ]
+        assert isinstance(after[2], rec.MessageRecord) and len(after) == 3
+
+        store.ack(1, 2)
+        end = store.statistics().appended_ticket
+        await store.checkpoint()  # a checkpoint writes them before its snapshot
+        [acks] = records_between(store, end, store.statistics().appended_ticket)
+        assert isinstance(acks, rec.AcksRecord) and acks.queue_offsets == (2,)
+
+
+async def test_many_acks_are_split_across_records(tmp_path: Path) -> None:
+    config = attrs.evolve(CONFIG, segment_size=4 << 20)  # the records in one segment
+    async with opened(tmp_path, config) as store:
+        count = commitlog.ACKS_PER_RECORD + 10
+        for n in range(count):
+            store.append(message(n, 1), [QueueTarget(1, n)])
+        end = store.statistics().appended_ticket
+        for n in range(count):
+            store.ack(1, n)  # the batch is written once it holds ACKS_PER_RECORD acks
+        [full] = records_between(store, end, store.statistics().appended_ticket)
+        assert isinstance(full, rec.AcksRecord) and len(full.queue_offsets) == count - 10
+        await store.wait_durable(store.statistics().appended_ticket)  # and the rest now
+        records = records_between(store, end, store.statistics().appended_ticket)
+        assert [len(r.queue_offsets) for r in records] == [count - 10, 10]
+    async with opened(tmp_path, config) as store:
+        assert store.statistics().messages == 0

@@ -4,6 +4,7 @@ yields RecordError."""
 from __future__ import annotations
 
 import struct
+import zlib
 from contextlib import suppress
 
 import attrs
@@ -20,6 +21,12 @@ GOLDEN_ACK = bytes.fromhex(
     "00000024b37a9e025361ef4a00000000000010000000000000000007000000000000002a00000000"
 )
 """encode_ack(queue 7, offset 42) written at offset 4096: 36 bytes + 4 of padding."""
+
+GOLDEN_ACKS = bytes.fromhex(
+    "00000038b37a9e06f4c9a09300000000000010000000000000000007"  # size 56, ACKS, crc, position
+    "00000003000000000000002a000000000000002b000000000000002d"  # 3 offsets: 42, 43, 45
+)
+"""encode_acks(queue 7, [42, 43, 45]) written at offset 4096: 56 bytes, no padding."""
 
 GOLDEN_MESSAGE = bytes.fromhex(
     "0000007ab37a9e01d6f184ec0000000000000008"  # size 122, MESSAGE, crc, position 8
@@ -65,6 +72,22 @@ def golden_message() -> Message:
 def test_golden_ack() -> None:
     assert rec.encode_ack(7, 42).to_bytes(4096) == GOLDEN_ACK
     assert rec.decode(GOLDEN_ACK, 4096) == rec.AckRecord(4096, 36, 7, 42)
+
+
+def test_golden_acks() -> None:
+    assert rec.encode_acks(7, [42, 43, 45]).to_bytes(4096) == GOLDEN_ACKS
+    assert rec.decode(GOLDEN_ACKS, 4096) == rec.AcksRecord(4096, 56, 7, (42, 43, 45))
+    one = rec.encode_acks(7, [42])
+    assert one.size == 40 and one.space == 40
+    assert rec.decode(one.to_bytes(8), 8) == rec.AcksRecord(8, 40, 7, (42,))
+
+
+def test_acks_record_with_a_wrong_count_is_refused() -> None:
+    fields = struct.pack(">qIqq", 7, 3, 42, 43)  # claims 3 offsets, holds 2; CRC right
+    magic = rec.magic_of(rec.Kind.ACKS)
+    pending = rec.Pending(rec.ACKS.size + 16, magic, zlib.crc32(fields), fields)
+    with pytest.raises(rec.RecordError, match="3 offsets"):
+        rec.decode(pending.to_bytes(0), 0)
 
 
 def test_golden_message() -> None:
