@@ -116,6 +116,7 @@ async def serve(
 
     tls = broker.tls_context
     async with trio.open_nursery() as nursery:
+        await nursery.start(context.deadlines.run)
         listeners: list[Listener] = await nursery.start(
             partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
         )
@@ -140,13 +141,14 @@ async def run_connection(
     connection = broker.connections.open(PROTOCOL, peer)
     session = Session(context, connection, peer_host)
     connection.closer = session.close_from_broker
+    context.deadlines.add(session)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_read, session, transport)
-            nursery.start_soon(_run_timers, session)
             await _write(session, transport)
             nursery.cancel_scope.cancel()
     finally:
+        context.deadlines.remove(session)
         session.teardown()
         broker.connections.close(connection, session.close_reason)
     await transport.linger(context.config.close_timeout)
@@ -182,14 +184,6 @@ async def _write(session: Session, transport: Transport) -> None:
         if session.done:
             return
         await session.wait_output()
-
-
-async def _run_timers(session: Session) -> None:
-    while not session.done:
-        with trio.move_on_at(session.deadline()):
-            await session.wait_deadline_moved()
-            continue
-        session.check_timers(trio.current_time())
 
 
 async def serve_websocket(

@@ -6,7 +6,7 @@ keep alive and handshake deadlines, DISCONNECT and wills, and what to do when th
 breaks the protocol. Publishing is `inbound.py`, delivering `outbound.py`, subscribing
 `subscriber.py`. It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`),
 writes what it produced (`data_to_send`, signalled by `wait_output`), and calls
-`check_timers` at `deadline()`.
+`check_timers` at `deadline()` (one task for all sessions: deadlines.py).
 
 A codec `RemoteProtocolError` ends only this connection: the codec's `error_reply()` (a
 refusing CONNACK, or an MQTT 5 DISCONNECT with the reason code) is written, then the socket
@@ -105,7 +105,7 @@ class Session:
         self._authz: set[tuple[str, str, str]] = set()
         self._queued = self._in_flight = 0
         self._output = trio.Event()
-        self._deadline_moved = trio.Event()
+        self.timer_at: float | None = None  # the deadline of this session's entry in Deadlines
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:
@@ -133,7 +133,6 @@ class Session:
                     self.inbound.publish(packet)  # type: ignore[arg-type]
                 elif kind is Connect:
                     self._connect_received = True
-                    self._deadline_moved.set()
                     await self._connect(packet)  # type: ignore[arg-type]
                 else:
                     self._handle(packet)  # type: ignore[arg-type]
@@ -176,11 +175,6 @@ class Session:
         if self.keepalive:
             return self.last_received + 1.5 * self.keepalive
         return math.inf
-
-    async def wait_deadline_moved(self) -> None:
-        """Return once `deadline()` changed other than by time passing (CONNECT accepted)."""
-        await self._deadline_moved.wait()
-        self._deadline_moved = trio.Event()
 
     def check_timers(self, now: float) -> None:
         if self.reading_paused:
@@ -409,7 +403,7 @@ class Session:
             )
         self.send(ConnAck(ReasonCode.SUCCESS, self._present, ack_props))
         self.can_send = not self.done and self.codec.connected
-        self._deadline_moved.set()
+        self.context.deadlines.schedule(self)
         context.sessions.save(state)
         self.outbound.resend_pubrels()
         self.subscriber.attach()
