@@ -21,6 +21,7 @@ from herald.core.errors import HeraldError, NotAllowed
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
+    from herald.core.cert_login import TLSPeer
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class Connection:
     # The protocol's channels (AMQP) or sessions, described for the management API's
     # /api/channels: one mapping each, with at least "number". None: the protocol says nothing.
     channels: Callable[[], list[Mapping[str, Any]]] | None = None
+    # The client's verified TLS certificate (None: not TLS); read at login (core/cert_login.py).
+    tls: TLSPeer | None = None
 
     def close(self, reason: str) -> None:
         if self.closer is not None:

@@ -4,8 +4,9 @@ RabbitMQ's model: the certificate, key and CA live in one place (`ssl_options`),
 protocol adds a TLS listener on its own port (AMQP 5671, MQTT 8883, STOMP 61614, and the
 WebSocket ports) once a certificate is configured. Client certificates are optional: with
 `verify = "peer"` a certificate the client presents must chain to `cafile`, and with
-`fail_if_no_peer_cert` a client without one is refused during the handshake. A plugin reads
-the verified certificate's subject through `peer_common_name` (AMQP's EXTERNAL mechanism).
+`fail_if_no_peer_cert` a client without one is refused during the handshake. With
+`cert_login` the verified certificate also names the user a client logs in as, without a
+password (core/cert_login.py: AMQP's EXTERNAL mechanism, MQTT and STOMP without credentials).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import ssl
 from typing import Any
 
 import attrs
-import trio
 
 from herald.core.errors import ConfigError, InvalidValue
 
 VERIFY_MODES = ("none", "peer")
+CERT_LOGIN_FROM = ("common_name", "distinguished_name")
 VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -51,6 +52,12 @@ class TLSSection:
     """The oldest TLS version accepted: "1.2" or "1.3"."""
     ciphers: str = ""
     """An OpenSSL cipher list for TLS 1.2 (empty: Python's secure default)."""
+    cert_login: bool = False
+    """With `verify = "peer"`: a verified client certificate logs in as the user it names,
+    without a password (RabbitMQ's EXTERNAL mechanism and `ssl_cert_login`)."""
+    cert_login_from: str = attrs.field(default="common_name", validator=_one_of(CERT_LOGIN_FROM))
+    """Which name of the certificate's subject is the user name: "common_name" (the CN) or
+    "distinguished_name" (the whole subject, RFC 4514: "CN=app,O=Example,C=NL")."""
 
     @property
     def enabled(self) -> bool:
@@ -87,22 +94,6 @@ def server_context(section: TLSSection) -> ssl.SSLContext | None:
         context.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
     elif section.fail_if_no_peer_cert:
         raise ConfigError('tls.fail_if_no_peer_cert: needs verify = "peer"')
+    elif section.cert_login:
+        raise ConfigError('tls.cert_login: needs verify = "peer" (a certificate to log in with)')
     return context
-
-
-def peer_common_name(stream: trio.abc.Stream) -> str | None:
-    """The common name of the client certificate verified on `stream` (a TLS stream whose
-    handshake is done), or None: not TLS, no certificate, or no common name."""
-    if not isinstance(stream, trio.SSLStream):
-        return None
-    try:
-        certificate = stream.getpeercert()
-    except ValueError:  # the handshake has not happened yet
-        return None
-    if not certificate:
-        return None
-    for rdn in certificate.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,6 +12,9 @@ from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.vhost import VirtualHost
 from herald.storage.memory import MemoryStore, MemoryStoreData
+
+if TYPE_CHECKING:
+    from tests.tls_helpers import PKI
 
 
 @pytest.fixture
@@ -28,3 +32,11 @@ async def kernel(tmp_path: Path, store_data: MemoryStoreData) -> AsyncIterator[B
 @pytest.fixture
 def vhost(kernel: Broker) -> VirtualHost:
     return kernel.default_vhost
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> PKI:
+    """A throwaway CA, the broker's certificate and the files for `[tls]` (the TLS tests)."""
+    from tests.tls_helpers import PKI  # trustme only for the tests that ask
+
+    return PKI(tmp_path)

@@ -1,153 +1,35 @@
 """TLS listeners: real clients over TLS on 127.0.0.1, client certificates, bad handshakes.
 
-Certificates come from `trustme` (a throwaway CA made for tests). The broker runs in the
-test's Trio loop with the AMQP and STOMP plugins; the blocking clients (pika, stomp.py) run
-in worker threads, and trio-websocket is the WebSocket client. Each bad handshake must close
-only its own connection: a good client is served afterwards.
+Certificates come from `trustme` (a throwaway CA made for tests; tests/tls_helpers.py, shared
+with test_cert_login.py). The broker runs in the test's Trio loop with the AMQP and STOMP
+plugins; the blocking clients (pika, stomp.py) run in worker threads, and trio-websocket is
+the WebSocket client. Each bad handshake must close only its own connection: a good client
+is served afterwards.
 """
 
 from __future__ import annotations
 
-import queue
 import ssl
-import threading
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as mqtt
 import pika
 import pytest
-import stomp
 import trio
 import trio_websocket
-import trustme
-from paho.mqtt.enums import CallbackAPIVersion
 
-from herald.core.broker import Broker
 from herald.core.config import InvalidValue
-from herald.core.embedding import embedded
 from herald.core.errors import ConfigError
 from herald.core.tls import TLSSection, server_context
-
-WAIT = 10.0
-BASE = [
-    "amqp.host=127.0.0.1",
-    "amqp.port=0",
-    "amqp.tls_port=0",
-    "stomp.host=127.0.0.1",
-    "stomp.port=0",
-    "stomp.tls_port=0",
-    "stomp.ws_host=127.0.0.1",
-    "stomp.ws_port=0",
-    "stomp.wss_port=0",
-    "mqtt.host=127.0.0.1",
-    "mqtt.port=0",
-    "mqtt.tls_port=0",
-    "mqtt.ws_host=127.0.0.1",
-    "mqtt.ws_port=0",
-    "mqtt.wss_port=0",
-]
-
-
-class PKI:
-    """A CA, the broker's certificate for 127.0.0.1, and files for the config."""
-
-    def __init__(self, directory: Path) -> None:
-        self.ca = trustme.CA()
-        self.other_ca = trustme.CA()
-        server = self.ca.issue_cert("127.0.0.1", "localhost")
-        self.certfile = directory / "server.pem"
-        self.keyfile = directory / "server.key"
-        self.cafile = directory / "ca.pem"
-        server.cert_chain_pems[0].write_to_path(str(self.certfile))
-        for pem in server.cert_chain_pems[1:]:
-            pem.write_to_path(str(self.certfile), append=True)
-        server.private_key_pem.write_to_path(str(self.keyfile))
-        self.ca.cert_pem.write_to_path(str(self.cafile))
-
-    def settings(self, *extra: str) -> list[str]:
-        return [
-            *BASE,
-            f'tls.certfile="{self.certfile}"',
-            f'tls.keyfile="{self.keyfile}"',
-            f'tls.cafile="{self.cafile}"',
-            *extra,
-        ]
-
-    def client_context(self, cert_from: trustme.CA | None = None) -> ssl.SSLContext:
-        """A client context trusting our CA, presenting a certificate of `cert_from`."""
-        context = ssl.create_default_context()
-        self.ca.configure_trust(context)
-        if cert_from is not None:
-            cert_from.issue_cert("client@example.com", common_name="app-client").configure_cert(
-                context
-            )
-        return context
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> PKI:
-    return PKI(tmp_path)
-
-
-@asynccontextmanager
-async def tls_broker(tmp_path: Path, settings: Sequence[str]) -> AsyncIterator[Broker]:
-    async with embedded(
-        plugins=["amqp", "stomp", "mqtt"], settings=settings, data_dir=tmp_path / "data"
-    ) as broker:
-        yield broker
-
-
-def port(broker: Broker, protocol: str, transport: str) -> int:
-    return next(
-        lst.port
-        for lst in broker.listeners
-        if lst.protocol == protocol and lst.transport == transport
-    )
-
-
-def amqp_round_trip(port: int, context: ssl.SSLContext, queue: str) -> bytes:
-    """Declare, publish with confirms and get one message back over AMQPS with pika."""
-    parameters = pika.ConnectionParameters(
-        "127.0.0.1",
-        port,
-        credentials=pika.PlainCredentials("guest", "guest"),
-        ssl_options=pika.SSLOptions(context, "127.0.0.1"),
-        socket_timeout=WAIT,
-        connection_attempts=1,
-    )
-    connection = pika.BlockingConnection(parameters)
-    try:
-        channel = connection.channel()
-        channel.confirm_delivery()
-        channel.queue_declare(queue)
-        channel.basic_publish("", queue, b"over tls", mandatory=True)
-        _, _, body = channel.basic_get(queue, auto_ack=True)
-        return body
-    finally:
-        connection.close()
-
-
-def stomp_round_trip(port: int, cafile: Path) -> bytes:
-    """Send to a queue and receive it back over STOMP+TLS with stomp.py (which verifies the
-    broker's certificate against `cafile`)."""
-    connection = stomp.Connection12([("127.0.0.1", port)], vhost="/", timeout=WAIT)
-    connection.set_ssl([("127.0.0.1", port)], ca_certs=str(cafile))
-    listener = stomp.listener.TestListener()
-    connection.set_listener("test", listener)
-    connection.connect("guest", "guest", wait=True)
-    try:
-        connection.subscribe("/queue/tls", id="1", ack="auto")
-        connection.send("/queue/tls", "over stomp+tls")
-        listener.wait_for_message()
-        frame = listener.get_latest_message()
-        assert frame is not None
-        body = frame[1]
-        return body.encode() if isinstance(body, str) else body
-    finally:
-        connection.disconnect()
+from tests.tls_helpers import (
+    PKI,
+    WAIT,
+    amqp_round_trip,
+    mqtt_round_trip,
+    port,
+    stomp_round_trip,
+    tls_broker,
+)
 
 
 async def test_amqp_and_stomp_over_tls(tmp_path: Path, pki: PKI) -> None:
@@ -167,33 +49,6 @@ async def test_amqp_and_stomp_over_tls(tmp_path: Path, pki: PKI) -> None:
                 stomp_round_trip, port(broker, "stomp", "tls"), pki.cafile
             )
         assert body == b"over stomp+tls"
-
-
-def mqtt_round_trip(port: int, context: ssl.SSLContext, transport: str) -> bytes:
-    """Subscribe and publish (QoS 1) over MQTTS (or MQTT over wss) with paho."""
-    received: queue.Queue[bytes] = queue.Queue()
-    subscribed = threading.Event()
-    client = mqtt.Client(
-        callback_api_version=CallbackAPIVersion.VERSION2,
-        client_id=f"tls-{transport}",
-        transport=transport,  # type: ignore[arg-type]
-    )
-    client.username_pw_set("guest", "guest")
-    client.tls_set_context(context)
-    if transport == "websockets":
-        client.ws_set_options(path="/mqtt")
-    client.on_message = lambda c, u, message: received.put(message.payload)
-    client.on_subscribe = lambda *args: subscribed.set()
-    client.connect("127.0.0.1", port, keepalive=30)
-    client.loop_start()
-    try:
-        client.subscribe("tls/test", qos=1)
-        assert subscribed.wait(WAIT)
-        client.publish("tls/test", b"over mqtts", qos=1).wait_for_publish(WAIT)
-        return received.get(timeout=WAIT)
-    finally:
-        client.disconnect()
-        client.loop_stop()
 
 
 async def test_mqtt_over_tls_and_wss(tmp_path: Path, pki: PKI) -> None:

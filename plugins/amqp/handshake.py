@@ -5,6 +5,11 @@ with 503 COMMAND_INVALID. Login goes through `broker.authenticate` with the peer
 (so loopback-only users work); a refusal is answered with connection.close 403, which clients
 that advertise `authentication_failure_close` (and pika, whatever it advertises) report as an
 authentication error. connection.open checks the vhost exists and the user may use it (530).
+
+With `tls.cert_login` on and a verified client certificate naming a user, EXTERNAL is offered
+first (RabbitMQ's rabbitmq_auth_mechanism_ssl): its start-ok, with an empty response, logs in
+as that user without a password (core/cert_login.py). PLAIN and AMQPLAIN stay on offer; a
+mechanism that was not offered is refused with 503, as an unknown one.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from herald.core import cert_login
 from herald.core.errors import AccessRefused, KernelError, LocalProtocolError
 from herald.core.version import herald_version
 from herald.plugins.amqp.codec import ReplyCode
@@ -60,11 +66,18 @@ class Handshake:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.expected: type[Method] | None = None  # None: not started, or done
+        self.mechanisms = MECHANISMS
+        self.cert_user: str | None = None  # the user a verified client certificate names
 
     def start(self) -> None:
         session = self.session
-        properties = server_properties(session.broker.config.broker.node_name)
-        mechanisms = b" ".join(MECHANISMS)
+        broker = session.broker
+        properties = server_properties(broker.config.broker.node_name)
+        # The protocol header came over TLS, so its handshake is done: the certificate is known.
+        self.cert_user = cert_login.certificate_user(broker.config.tls, session.connection.tls)
+        if self.cert_user is not None:
+            self.mechanisms = (cert_login.EXTERNAL.encode(), *MECHANISMS)
+        mechanisms = b" ".join(self.mechanisms)
         session.send_method(0, ConnectionStart(0, 9, properties, mechanisms, b"en_US"))
         self.expected = ConnectionStartOk
 
@@ -88,13 +101,16 @@ class Handshake:
         product = client.get("product")
         session.connection.client = product if isinstance(product, str) else None
         mechanism = method.mechanism
-        if mechanism.encode() not in MECHANISMS:
+        if mechanism.encode() not in self.mechanisms:
             reason = f"unknown authentication mechanism '{mechanism}'"
             session.close(ReplyCode.COMMAND_INVALID, reason, ConnectionStartOk)
             return
         try:
-            username, password = credentials(mechanism, method.response)
-            user = await session.broker.authenticate(username, password, session.peer_host)
+            if mechanism == cert_login.EXTERNAL and self.cert_user is not None:
+                user = cert_login.login(session.broker.users, self.cert_user, session.peer_host)
+            else:
+                username, password = credentials(mechanism, method.response)
+                user = await session.broker.authenticate(username, password, session.peer_host)
         except AccessRefused:
             session.close(
                 ReplyCode.ACCESS_REFUSED,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from herald.core.cert_login import TLSPeer
 from herald.core.listeners import peer_host, peer_name, serve_tcp
 from herald.plugins.amqp.config import AMQPConfig
 from herald.plugins.amqp.session import Session
@@ -63,6 +64,7 @@ async def serve(
 
 async def handle_connection(broker: Broker, config: AMQPConfig, stream: trio.abc.Stream) -> None:
     connection = broker.connections.open("amqp", peer_name(stream))
+    connection.tls = TLSPeer.of(stream)
     session = Session(broker, config, connection, peer_host(stream))
     connection.closer = session.close_from_broker
     try:

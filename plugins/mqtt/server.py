@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 from trio_websocket import ConnectionClosed, WebSocketRequest, wrap_server_stream
 
+from herald.core.cert_login import TLSPeer
 from herald.core.listeners import peer_name, serve_tcp
 from herald.core.plugin_types import Listener
 from herald.plugins.mqtt.config import MQTTConfig
@@ -112,7 +113,8 @@ async def serve(
     context.start()
 
     async def handle_stream(stream: trio.abc.Stream) -> None:
-        await run_connection(context, StreamTransport(stream), peer_name(stream), _host(stream))
+        transport = StreamTransport(stream)
+        await run_connection(context, transport, peer_name(stream), _host(stream), stream)
 
     tls = broker.tls_context
     async with trio.open_nursery() as nursery:
@@ -134,11 +136,17 @@ async def serve(
 
 
 async def run_connection(
-    context: MQTTContext, transport: Transport, peer: str, peer_host: str | None
+    context: MQTTContext,
+    transport: Transport,
+    peer: str,
+    peer_host: str | None,
+    stream: trio.abc.Stream | None = None,
 ) -> None:
-    """Serve one client until either side ends the connection."""
+    """Serve one client until either side ends the connection; `stream` is the accepted one
+    (TLS for mqtts and wss: its client certificate may log in, core/cert_login.py)."""
     broker = context.broker
     connection = broker.connections.open(PROTOCOL, peer)
+    connection.tls = TLSPeer.of(stream)
     session = Session(context, connection, peer_host)
     connection.closer = session.close_from_broker
     context.deadlines.add(session)
@@ -234,7 +242,7 @@ async def _websocket(
     websocket = await request.accept(subprotocol=subprotocol)
     try:
         await run_connection(
-            context, WebSocketTransport(websocket), peer_name(stream), _host(stream)
+            context, WebSocketTransport(websocket), peer_name(stream), _host(stream), stream
         )
     finally:
         with trio.move_on_after(context.config.close_timeout):

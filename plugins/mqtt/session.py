@@ -4,9 +4,10 @@ The session decides everything the protocol leaves to the server: CONNECT (authe
 client id, clean start and session expiry, takeover of a client id already connected), the
 keep alive and handshake deadlines, DISCONNECT and wills, and what to do when the client
 breaks the protocol. Publishing is `inbound.py`, delivering `outbound.py`, subscribing
-`subscriber.py`. It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`),
-writes what it produced (`data_to_send`, signalled by `wait_output`), and calls
-`check_timers` at `deadline()` (one task for all sessions: deadlines.py).
+`subscriber.py`, who a CONNECT logs in as (password, certificate, anonymous) `login.py`.
+It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`), writes what it
+produced (`data_to_send`, signalled by `wait_output`), and calls `check_timers` at
+`deadline()` (one task for all sessions: deadlines.py).
 
 A codec `RemoteProtocolError` ends only this connection: the codec's `error_reply()` (a
 refusing CONNACK, or an MQTT 5 DISCONNECT with the reason code) is written, then the socket
@@ -31,6 +32,7 @@ from herald.core.errors import (
     NotAllowed,
     RemoteProtocolError,
 )
+from herald.plugins.mqtt import login
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     NO_PROPERTIES,
@@ -342,8 +344,11 @@ class Session:
                 ReasonCode.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported"
             )
             return
-        user = await self._authenticate(packet)
-        if user is None or self.done:
+        user = await login.authenticate(self, packet)
+        if isinstance(user, login.Refusal):
+            self._refuse(user.code, user.text)
+            return
+        if self.done:
             return
         context = self.context
         try:
@@ -429,22 +434,6 @@ class Session:
         if self.version == 5 and self.can_send:
             self.send(Disconnect(ReasonCode.SESSION_TAKEN_OVER))
         self.finish("session taken over by a new connection with the same client id")
-
-    async def _authenticate(self, packet: Connect) -> User | None:
-        if packet.username is None:
-            if not self.config.allow_anonymous:
-                self._refuse(ReasonCode.NOT_AUTHORIZED, "a user name is required")
-                return None
-            user = self.broker.users.get_user(self.config.anonymous_user)
-            if user is None:
-                self._refuse(ReasonCode.NOT_AUTHORIZED, "anonymous access is not configured")
-            return user
-        try:
-            password = (packet.password or b"").decode()
-            return await self.broker.authenticate(packet.username, password, self.peer_host)
-        except (AccessRefused, UnicodeDecodeError):
-            self._refuse(ReasonCode.BAD_USER_NAME_OR_PASSWORD, "login refused")
-            return None
 
     def _refuse(self, code: int, text: str) -> None:
         """Answer CONNECT with a refusing CONNACK, then close."""

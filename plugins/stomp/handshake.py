@@ -1,12 +1,14 @@
 """CONNECT / STOMP frames: what the client asks for, and what the server agrees to.
 
-Pure functions, so the rules are tested without sockets:
+Pure functions, so the rules are tested without sockets (but `login`, which asks the users):
 - version: the highest of `accept-version` the server speaks; 1.0 when the header is absent
   (a STOMP 1.0 client); no common version is an ERROR that lists the supported ones;
 - heart-beats: the client's `cx,cy` answered with `cy,cx` as RabbitMQ does, each raised to the
   configured floor, and 0 (none) wherever the client asked for none (config.py says why);
-- credentials: `login` / `passcode`, or the configured default user when anonymous CONNECTs
-  are allowed;
+- credentials: `login` / `passcode`; without `login`, the user a verified client certificate
+  names when `tls.cert_login` is on (RabbitMQ's `stomp.ssl_cert_login`: a `login` header
+  takes priority, so a certificate client can still log in with a password), else the
+  configured default user when anonymous CONNECTs are allowed;
 - virtual host: the `host` header (any version, as RabbitMQ), else the default one.
 """
 
@@ -17,11 +19,15 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from herald.core import cert_login
 from herald.core.version import herald_version
 from herald.plugins.stomp.codec import VERSIONS, Frame
 from herald.plugins.stomp.errors import FrameError
 
 if TYPE_CHECKING:
+    from herald.core.auth import User
+    from herald.core.broker import Broker
+    from herald.core.connections import Connection
     from herald.plugins.stomp.config import StompConfig
 
 VERSION_MISMATCH = "Version mismatch"
@@ -39,6 +45,8 @@ class ConnectRequest:
     login: str
     passcode: str = attrs.field(repr=False)
     host: str | None
+    certificate: bool = False
+    """`login` is the user the client certificate names: no password to check."""
 
 
 def negotiate_version(accept_version: str | None) -> str | None:
@@ -65,8 +73,11 @@ def parse_heartbeat(value: str | None) -> tuple[int, int]:
     return cx, cy
 
 
-def parse_connect(frame: Frame, config: StompConfig) -> ConnectRequest:
-    """What a CONNECT asks for; FrameError when the server cannot accept it."""
+def parse_connect(
+    frame: Frame, config: StompConfig, certificate_user: str | None = None
+) -> ConnectRequest:
+    """What a CONNECT asks for; FrameError when the server cannot accept it.
+    `certificate_user`: the user the connection's client certificate names (`cert_user`)."""
     version = negotiate_version(frame.get("accept-version"))
     if version is None:
         raise FrameError(
@@ -76,7 +87,10 @@ def parse_connect(frame: Frame, config: StompConfig) -> ConnectRequest:
         )
     cx, cy = parse_heartbeat(frame.get("heart-beat"))
     login, passcode = frame.get("login"), frame.get("passcode")
-    if login is None:
+    certificate = False
+    if login is None and certificate_user is not None:
+        login, passcode, certificate = certificate_user, "", True
+    elif login is None:
         if not config.allow_anonymous:
             raise FrameError("Access refused", "a login header is required to connect")
         login, passcode = config.default_login, config.default_passcode
@@ -87,7 +101,21 @@ def parse_connect(frame: Frame, config: StompConfig) -> ConnectRequest:
         login=login,
         passcode=passcode or "",
         host=frame.get("host"),
+        certificate=certificate,
     )
+
+
+def cert_user(broker: Broker, connection: Connection) -> str | None:
+    """The user `connection`'s verified client certificate names, with `tls.cert_login` on."""
+    return cert_login.certificate_user(broker.config.tls, connection.tls)
+
+
+async def login(broker: Broker, request: ConnectRequest, peer_host: str | None) -> User:
+    """The user `request` logs in as: its certificate's, or a password login through
+    `broker.authenticate`; AccessRefused either way when it may not."""
+    if request.certificate:
+        return cert_login.login(broker.users, request.login, peer_host)
+    return await broker.authenticate(request.login, request.passcode, peer_host)
 
 
 def choose_vhost(request: ConnectRequest, vhosts: Container[str], config: StompConfig) -> str:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 import trio
 import trio_websocket
 
+from herald.core.cert_login import TLSPeer
 from herald.core.listeners import peer_host, peer_name, serve_tcp
 from herald.core.plugin_types import Listener
 from herald.plugins.stomp.config import StompConfig
@@ -118,7 +119,7 @@ async def serve(
 
     async def handle_tcp(stream: trio.abc.Stream) -> None:
         await run_connection(
-            broker, config, TcpTransport(stream), peer_name(stream), peer_host(stream)
+            broker, config, TcpTransport(stream), peer_name(stream), peer_host(stream), stream
         )
 
     tls = broker.tls_context
@@ -197,15 +198,22 @@ async def _serve_request(
     chosen = next((p for p in SUBPROTOCOLS if p in offered), None)
     ws = await request.accept(subprotocol=chosen)
     await run_connection(
-        broker, config, WebSocketTransport(ws), peer_name(stream), peer_host(stream)
+        broker, config, WebSocketTransport(ws), peer_name(stream), peer_host(stream), stream
     )
 
 
 async def run_connection(
-    broker: Broker, config: StompConfig, transport: Transport, peer: str, peer_host: str | None
+    broker: Broker,
+    config: StompConfig,
+    transport: Transport,
+    peer: str,
+    peer_host: str | None,
+    stream: trio.abc.Stream | None = None,
 ) -> None:
-    """Serve one client connection from accept to close."""
+    """Serve one client connection from accept to close; `stream` is the accepted one (TLS
+    for stomps and wss: its client certificate may log in, core/cert_login.py)."""
     connection = broker.connections.open(PROTOCOL, peer)
+    connection.tls = TLSPeer.of(stream)
     session = Session(broker, config, connection, peer_host)
     connection.closer = session.close_from_broker
     try:

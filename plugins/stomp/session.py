@@ -55,8 +55,10 @@ from herald.plugins.stomp.codec import (
 from herald.plugins.stomp.errors import FrameError, kernel_error_message
 from herald.plugins.stomp.handshake import (
     VERSION_MISMATCH,
+    cert_user,
     choose_vhost,
     connected_frame,
+    login,
     parse_connect,
 )
 from herald.plugins.stomp.publisher import Publisher
@@ -349,12 +351,12 @@ class Session:
     async def _connect(self, frame: Frame) -> None:
         broker = self.broker
         try:
-            request = parse_connect(frame, self.config)
+            request = parse_connect(frame, self.config, cert_user(broker, self.connection))
         except FrameError as exc:
             self.fail(exc.message, exc.detail)
             return
         try:
-            user = await broker.authenticate(request.login, request.passcode, self.peer_host)
+            user = await login(broker, request, self.peer_host)
         except AccessRefused:
             self.fail("Access refused", f"access refused for user '{request.login}'")
             return
