@@ -209,16 +209,24 @@ class ConsumerSet:
         if count == 1 or (self.single_active and count):
             first = consumers[0]
             return first if first.has_credit() else None
-        start = self._rr % count if count else 0
+        if not count:
+            return None
+        # Round-robin from `_rr`, the highest priority with credit winning; the list is in
+        # priority order, so one of the first's priority wins at once (the usual case).
+        top = consumers[0].priority
+        index = self._rr % count
         best: Consumer | None = None
         best_index = 0
-        for step in range(count):
-            index = (start + step) % count
+        for _ in range(count):
             candidate = consumers[index]
-            if best is not None and candidate.priority < best.priority:
-                continue
-            if candidate.has_credit() and (best is None or candidate.priority > best.priority):
+            if (best is None or candidate.priority > best.priority) and candidate.has_credit():
+                if candidate.priority == top:
+                    self._rr = index + 1
+                    return candidate
                 best, best_index = candidate, index
+            index += 1
+            if index == count:
+                index = 0
         if best is not None:
             self._rr = best_index + 1
         return best

@@ -41,6 +41,8 @@ class Kind(enum.Enum):
 
 
 PREFIXES: Final = tuple(kind.value for kind in Kind)
+_TOPIC: Final = Kind.TOPIC  # an Enum member read from its class costs a lookup per frame
+_EXCHANGE: Final = Kind.EXCHANGE
 
 
 @attrs.frozen
@@ -56,23 +58,25 @@ class Destination:
     @property
     def exchange(self) -> str:
         """The exchange a SEND to this destination publishes to."""
-        if self.kind is Kind.TOPIC:
+        kind = self.kind
+        if kind is _TOPIC:
             return TOPIC_EXCHANGE
-        if self.kind is Kind.EXCHANGE:
+        if kind is _EXCHANGE:
             return self.name
         return ""
 
     @property
     def key(self) -> str:
         """The routing key a SEND to this destination publishes with."""
-        if self.kind is Kind.EXCHANGE:
+        if self.kind is _EXCHANGE:
             return self.routing_key
         return self.name
 
     @property
     def binds(self) -> bool:
         """Whether a subscription needs its own queue bound to an exchange."""
-        return self.kind is Kind.TOPIC or self.kind is Kind.EXCHANGE
+        kind = self.kind
+        return kind is _TOPIC or kind is _EXCHANGE
 
     def __str__(self) -> str:
         if self.kind is Kind.EXCHANGE:
@@ -93,10 +97,29 @@ def escape(name: str) -> str:
     return name.replace("%", "%25").replace("/", "%2F")
 
 
+_PARSED_CACHE_SIZE: Final = 4096
+_PARSED_MAX: Final = 256  # characters: longer destinations are parsed every time
+_parsed: dict[str, Destination] = {}
+"""Destinations by header text: a client sends to the same few, frame after frame."""
+
+
 def parse_destination(text: str | None, command: str = "SEND") -> Destination:
     """The destination a header names; FrameError for a missing, empty or unknown one."""
     if text is None:
         raise FrameError("Missing destination", f"{command} must include a 'destination' header")
+    try:
+        return _parsed[text]
+    except KeyError:
+        pass
+    destination = _parse(text)
+    if len(text) <= _PARSED_MAX:
+        if len(_parsed) >= _PARSED_CACHE_SIZE:
+            _parsed.clear()
+        _parsed[text] = destination
+    return destination
+
+
+def _parse(text: str) -> Destination:
     if not text.startswith("/"):
         if not text:
             raise _invalid(text, "the destination is empty")
@@ -196,6 +219,20 @@ def is_durable_subscription(headers: Iterable[tuple[str, str]]) -> bool:
     return False
 
 
+_DECLARING: Final = {
+    False: QUEUE_ARGUMENTS | {"durable", "auto-delete", "exclusive"},
+    True: QUEUE_ARGUMENTS | {"durable", "persistent", "auto-delete", "exclusive"},
+}
+"""The headers `declaration` reads for a SEND (False) or SUBSCRIBE (True); a frame with none
+of them gets a default declaration."""
+_DEFAULTS: Final = {
+    False: Declaration(durable=True, auto_delete=False, exclusive=False),
+    True: Declaration(durable=False, auto_delete=True, exclusive=True),
+}
+"""The declarations of a frame without declaration headers, by `Destination.binds` (shared:
+their `arguments` are only read, and declare_queue copies them)."""
+
+
 def declaration(
     destination: Destination, headers: Iterable[tuple[str, str]], *, subscribe: bool
 ) -> Declaration:
@@ -207,6 +244,12 @@ def declaration(
     subscription must outlive its consumer). On SUBSCRIBE, `persistent` means `durable`.
     """
     pairs = list(headers)
+    declaring = _DECLARING[subscribe]
+    for name, _ in pairs:
+        if name in declaring:
+            break
+    else:
+        return _DEFAULTS[destination.binds]
     durable_names = ("durable", "persistent") if subscribe else ("durable",)
     seen: set[str] = set()
     flags: dict[str, bool] = {}

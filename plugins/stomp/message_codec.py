@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 PROTOCOL: Final = "stomp"
 _LENGTH = struct.Struct(">I")
+_EMPTY_BLOCK: Final = _LENGTH.pack(0)
 _now = time.time
 MAX_PRIORITY: Final = 255
 MAX_EXPIRATION: Final = 2**32 - 1
@@ -84,7 +85,15 @@ Headers = tuple[tuple[str, str], ...]
 
 def pack(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The stored form of a message: the length-prefixed header block, then the body."""
-    block = "".join(f"{escape(name, '1.2')}:{escape(value, '1.2')}\n" for name, value in headers)
+    pairs = headers if type(headers) is tuple else tuple(headers)
+    block = "".join([f"{name}:{value}\n" for name, value in pairs])
+    # Escaping is needed only if a name or value holds a backslash, CR, LF or colon: then the
+    # block has more colons or LFs than headers. Most blocks need none and skip the replaces.
+    count = len(pairs)
+    if "\\" in block or "\r" in block or block.count(":") != count or block.count("\n") != count:
+        block = "".join(
+            [f"{escape(name, '1.2')}:{escape(value, '1.2')}\n" for name, value in pairs]
+        )
     encoded = block.encode("utf-8")
     return b"".join((_LENGTH.pack(len(encoded)), encoded, body))
 
@@ -151,6 +160,11 @@ def parse_priority(text: str) -> int:
 
 def kernel_message(headers: Headers, body: bytes, exchange: str, routing_key: str) -> Message:
     """The kernel message for a SEND whose stored headers are `headers`."""
+    if not headers:  # the defaults of everything below
+        raw = _EMPTY_BLOCK + body
+        return Message(
+            PROTOCOL, raw, exchange, routing_key, len(body), None, False, 0, None, None, _now()
+        )
     values = first_values(headers)
     text = values.get("priority")
     priority = parse_priority(text) if text is not None else 0
@@ -287,6 +301,56 @@ class StompMessageCodec:
         ):
             headers = merge_annotations(headers, message.annotations, message.expiration_ms)
         return pack(headers, content.body)
+
+
+_VERBATIM_CACHE_SIZE: Final = 1024
+_VERBATIM_MAX: Final = 1024  # bytes: longer blocks are checked every time, never kept
+_verbatim: dict[bytes, bool] = {}
+"""Whether a stored header block can be forwarded as it is, by block (blocks repeat)."""
+
+
+def stored_block(message: Message, version: str) -> tuple[bytes, bytes] | None:
+    """(header lines, body) of a STOMP message, the lines exactly as the MESSAGE frame of a
+    `version` consumer carries them; None when `delivery_parts` must parse the headers.
+
+    The stored block is STOMP 1.2's escaped form, so a 1.2 frame takes it as it is when it is
+    in the form `pack` writes and holds no header the server sets. So do 1.1 frames without an
+    escaped CR (1.1 writes CR unescaped) and 1.0 frames without any escape.
+    """
+    raw = message.raw
+    if message.protocol != PROTOCOL or raw is None or message.annotations is not None:
+        return None
+    if len(raw) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack_from(raw, 0)
+    if not length:
+        return b"", raw[_LENGTH.size :]
+    end = _LENGTH.size + length
+    block = bytes(raw[_LENGTH.size : end])
+    if len(block) != length:
+        return None
+    if version != "1.2" and (b"\\" in block if version == "1.0" else b"\\r" in block):
+        return None
+    verbatim = _verbatim.get(block)
+    if verbatim is None:
+        verbatim = _is_verbatim(block)
+        if length <= _VERBATIM_MAX:
+            if len(_verbatim) >= _VERBATIM_CACHE_SIZE:
+                _verbatim.clear()
+            _verbatim[block] = verbatim
+    return (block, raw[end:]) if verbatim else None
+
+
+def _is_verbatim(block: bytes) -> bool:
+    """Whether `block` is what `pack` writes for headers a MESSAGE frame forwards."""
+    try:
+        headers, _ = split(_LENGTH.pack(len(block)) + block)
+    except InternalError:
+        return False
+    for name, value in headers:
+        if not name or name in SERVER_HEADERS or "\x00" in name or "\x00" in value:
+            return False
+    return pack(headers, b"") == _LENGTH.pack(len(block)) + block
 
 
 def delivery_parts(message: Message, codecs: CodecRegistry) -> tuple[Headers, bytes]:

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 _TEMP_QUEUE = Kind.TEMP_QUEUE.value
 _REPLY_QUEUE = Kind.REPLY_QUEUE.value
+# Enum members read from their classes cost a lookup each, per SEND.
+_TEMP_QUEUE_KIND = Kind.TEMP_QUEUE
+_QUEUE_KIND = Kind.QUEUE
+_WRITE = PermissionKind.WRITE
 
 
 class Publisher:
@@ -42,22 +46,24 @@ class Publisher:
     def send(self, frame: Frame) -> PublishResult:
         session = self.session
         destination = parse_destination(frame.get("destination"), "SEND")
-        if destination.kind is Kind.TEMP_QUEUE:
+        kind = destination.kind
+        if kind is _TEMP_QUEUE_KIND:
             raise FrameError(
                 "Invalid destination",
                 f"'{destination}': a {_TEMP_QUEUE} destination is only valid in a reply-to header",
             )
-        if destination.kind is Kind.QUEUE:
+        if kind is _QUEUE_KIND:
             ensure_queue(
                 session, destination.name, declaration(destination, frame.headers, subscribe=False)
             )
-        headers = tuple(pair for pair in frame.headers if pair[0] not in FRAME_HEADERS)
-        reply_to = frame.get("reply-to")
-        if reply_to is not None and reply_to.startswith(_TEMP_QUEUE):
-            rewritten = self._reply_to(reply_to)
-            headers = tuple((n, rewritten if n == "reply-to" else v) for n, v in headers)
+        headers = tuple([pair for pair in frame.headers if pair[0] not in FRAME_HEADERS])
+        if headers:
+            reply_to = frame.get("reply-to")
+            if reply_to is not None and reply_to.startswith(_TEMP_QUEUE):
+                rewritten = self._reply_to(reply_to)
+                headers = tuple((n, rewritten if n == "reply-to" else v) for n, v in headers)
         exchange = destination.exchange
-        session.authorize(PermissionKind.WRITE, "exchange", exchange)
+        session.authorize(_WRITE, "exchange", exchange)
         message = kernel_message(headers, frame.body, exchange, destination.key)
         session.published = True
         return session.vhost.publish(message)

@@ -114,15 +114,16 @@ class Session:
         self._queued = self._in_flight = 0
         self._output = trio.Event()
         self._opened = trio.Event()
-        self._handlers = {
+        subscriptions, transactions = self.subscriptions, self.transactions
+        self._handlers: dict[str, Any] = {  # bound methods: one call per frame, no wrapper
             "SEND": self._send,
-            "SUBSCRIBE": self._subscribe,
-            "UNSUBSCRIBE": self._unsubscribe,
-            "ACK": self._settle,
-            "NACK": self._settle,
-            "BEGIN": self._begin,
+            "SUBSCRIBE": subscriptions.subscribe,
+            "UNSUBSCRIBE": subscriptions.unsubscribe,
+            "ACK": subscriptions.settle,
+            "NACK": subscriptions.settle,
+            "BEGIN": transactions.begin,
             "COMMIT": self._commit,
-            "ABORT": self._abort,
+            "ABORT": transactions.abort,
         }
 
     @property
@@ -150,12 +151,16 @@ class Session:
                 break
             if type(event) is Heartbeat:
                 continue
-            if event.command == "SEND" and self.broker.alarms.blocked:  # type: ignore[union-attr]
+            command = event.command  # type: ignore[union-attr]
+            if command == "SEND" and self.broker.alarms.blocked:
                 self.published = True  # a blocked publisher: the adapter stops reading too
                 await self.broker.alarms.wait_publish_allowed()
                 if self.done or self._closing:
                     break
-            await self._on_frame(event)  # type: ignore[arg-type]
+            if command == "CONNECT" or command == "STOMP":
+                await self._connect(event)  # type: ignore[arg-type]
+            else:
+                self._on_frame(event)  # type: ignore[arg-type]
         self.flush_receipts()
         self._wake()
 
@@ -269,6 +274,14 @@ class Session:
             self._set_transport_full(True)
         self._wake()
 
+    def send_encoded_message(self, data: bytes, size: int) -> None:
+        """`send_message` for a MESSAGE frame encoded from cached pieces (message_frames.py)."""
+        self.codec.send_encoded("MESSAGE", data)
+        self._queued += size
+        if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
+            self._set_transport_full(True)
+        self._wake()
+
     def fail(
         self, message: str, detail: str, frame: Frame | None = None, receipt_id: str | None = None
     ) -> None:
@@ -319,11 +332,9 @@ class Session:
             if final:
                 self.finish("client disconnected")
 
-    async def _on_frame(self, frame: Frame) -> None:
+    def _on_frame(self, frame: Frame) -> None:
+        """Any frame but CONNECT (the only one that waits, for the password check)."""
         command = frame.command
-        if command == "CONNECT" or command == "STOMP":
-            await self._connect(frame)
-            return
         if command == "DISCONNECT":
             self._closing = True
             self.teardown()
@@ -399,21 +410,6 @@ class Session:
                 )
             log.debug("stomp SEND to %s rejected by a full queue", frame.get("destination"))
         return result.ticket
-
-    def _subscribe(self, frame: Frame) -> None:
-        self.subscriptions.subscribe(frame)
-
-    def _unsubscribe(self, frame: Frame) -> None:
-        self.subscriptions.unsubscribe(frame)
-
-    def _settle(self, frame: Frame) -> None:
-        self.subscriptions.settle(frame)
-
-    def _begin(self, frame: Frame) -> None:
-        self.transactions.begin(frame)
-
-    def _abort(self, frame: Frame) -> None:
-        self.transactions.abort(frame)
 
     def _commit(self, frame: Frame) -> int | None:
         """Act on the transaction's frames in order; the receipt waits for the last stored one."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -41,7 +41,17 @@ from herald.plugins.stomp.destinations import (
     parse_destination,
 )
 from herald.plugins.stomp.errors import FrameError
-from herald.plugins.stomp.message_codec import PROTOCOL, SERVER_HEADERS, delivery_parts
+from herald.plugins.stomp.message_codec import (
+    PROTOCOL,
+    SERVER_HEADERS,
+    delivery_parts,
+    stored_block,
+)
+from herald.plugins.stomp.message_frames import (
+    destination_line,
+    message_frame,
+    subscription_prefix,
+)
 from herald.plugins.stomp.queues import ensure_queue, existing_queue, subscription_queue
 
 if TYPE_CHECKING:
@@ -62,6 +72,10 @@ class AckMode(enum.Enum):
     CLIENT_INDIVIDUAL = "client-individual"
 
 
+_AUTO: Final = AckMode.AUTO  # an Enum member read from its class costs a lookup per message
+_CLIENT: Final = AckMode.CLIENT
+
+
 @attrs.define(slots=True, eq=False)
 class Subscription:
     id: str
@@ -74,6 +88,8 @@ class Subscription:
     consumer: Consumer | None = None
     unacked: dict[str, QueueEntry] = attrs.field(factory=dict)
     """Unsettled deliveries by message id, in delivery order."""
+    prefix: bytes | None = None
+    """Its MESSAGE frames' command and `subscription` lines (None: no fast path)."""
 
 
 class Subscriptions:
@@ -154,6 +170,7 @@ class Subscriptions:
 
     def _start(self, sub: Subscription, prefetch: int, arguments: dict[str, int]) -> None:
         session = self.session
+        sub.prefix = subscription_prefix(sub.header, session.version)
         self.by_id[sub.id] = sub  # deliveries can start inside add_consumer
         try:
             sub.consumer = sub.queue.add_consumer(
@@ -232,6 +249,28 @@ class Subscriptions:
         self._next += 1
         message_id = f"{session.session_id}@@{self._next}"
         message = entry.message
+        version = session.codec.version
+        acked = sub.ack is not _AUTO
+        if acked:
+            sub.unacked[message_id] = entry
+            self.pending[message_id] = sub
+        prefix = sub.prefix
+        if prefix is not None:
+            parts = stored_block(message, version)
+            destination = destination_line(message.exchange, message.routing_key, version)
+            if parts is not None and destination is not None:
+                block, body = parts
+                data = message_frame(
+                    prefix,
+                    destination,
+                    message_id,
+                    entry.delivery_count > 0,
+                    acked and version == "1.2",
+                    block,
+                    body,
+                )
+                session.send_encoded_message(data, len(body) + _MESSAGE_OVERHEAD)
+                return
         headers = []
         if sub.header is not None:
             headers.append(("subscription", sub.header))
@@ -239,11 +278,8 @@ class Subscriptions:
         headers.append(("message-id", message_id))
         if entry.delivery_count:
             headers.append(("redelivered", "true"))
-        if sub.ack is not AckMode.AUTO:
-            if session.version == "1.2":
-                headers.append(("ack", message_id))
-            sub.unacked[message_id] = entry
-            self.pending[message_id] = sub
+        if acked and version == "1.2":
+            headers.append(("ack", message_id))
         stored, body = delivery_parts(message, session.codecs)
         headers.extend(pair for pair in stored if pair[0] not in SERVER_HEADERS)
         size = len(body) + _MESSAGE_OVERHEAD
@@ -271,7 +307,7 @@ class Subscriptions:
     def settle(self, frame: Frame) -> None:
         """ACK or NACK a message (and in `client` mode every earlier one)."""
         command = frame.command
-        id_header = "id" if self.session.version == "1.2" else "message-id"
+        id_header = "id" if self.session.codec.version == "1.2" else "message-id"
         message_id = frame.get(id_header)
         if message_id is None:
             raise FrameError("Missing header", f"{command} must include the '{id_header}' header")
@@ -281,15 +317,21 @@ class Subscriptions:
                 "Message not found",
                 f"{command}: '{message_id}' names no unacknowledged message of this connection",
             )
-        requeue = parse_boolean("requeue", frame.get("requeue", "true"))
-        if sub.ack is AckMode.CLIENT:
-            taken = []
-            for pending_id in sub.unacked:
-                taken.append(pending_id)
-                if pending_id == message_id:
-                    break
-        else:
-            taken = [message_id]
+        text = frame.get("requeue")
+        requeue = True if text is None else parse_boolean("requeue", text)
+        if sub.ack is not _CLIENT:  # one message
+            entry = sub.unacked.pop(message_id)
+            del self.pending[message_id]
+            if command == "ACK":
+                entry.queue.ack(entry)
+            else:
+                entry.queue.reject(entry, requeue=requeue)
+            return
+        taken = []  # client mode: this message and every earlier one of its subscription
+        for pending_id in sub.unacked:
+            taken.append(pending_id)
+            if pending_id == message_id:
+                break
         for pending_id in taken:
             entry = sub.unacked.pop(pending_id)
             del self.pending[pending_id]

@@ -2,7 +2,8 @@
 
 No sockets, Trio or kernel here: `StompConnection` turns received bytes into `Frame` and
 `Heartbeat` events and queued frames into bytes (h11/h2's shape). `encode_frame` and
-`FrameReader` are the pure halves it is built from.
+`FrameReader` are the pure halves it is built from; `header_line` is one header as
+`encode_frame` writes it, for callers that build frames from cached pieces (`send_encoded`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from herald.plugins.stomp.codec.events import (
 from herald.plugins.stomp.codec.limits import StompLimits
 from herald.plugins.stomp.codec.reader import FrameReader
 from herald.plugins.stomp.codec.state import Role, State
-from herald.plugins.stomp.codec.writer import encode_frame
+from herald.plugins.stomp.codec.writer import encode_frame, header_line
 
 __all__ = [
     "CLIENT_COMMANDS",
@@ -42,5 +43,6 @@ __all__ = [
     "encode_frame",
     "error_frame",
     "escape",
+    "header_line",
     "unescape",
 ]

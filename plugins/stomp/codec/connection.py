@@ -14,6 +14,8 @@ inbound bytes are ignored and nothing more may be sent.
 
 from __future__ import annotations
 
+from typing import Final
+
 import attrs
 
 from herald.core.errors import LocalProtocolError, RemoteProtocolError
@@ -26,8 +28,12 @@ from herald.plugins.stomp.codec.events import (
 )
 from herald.plugins.stomp.codec.limits import StompLimits
 from herald.plugins.stomp.codec.reader import FrameReader
-from herald.plugins.stomp.codec.state import Role, State, transition
+from herald.plugins.stomp.codec.state import MOVES, Role, State, transition
 from herald.plugins.stomp.codec.writer import encode_frame
+
+_CLIENT_MOVES: Final = MOVES[Role.CLIENT]
+_SERVER_MOVES: Final = MOVES[Role.SERVER]
+_CLOSED: Final = State.CLOSED  # an Enum member read from its class costs a lookup per frame
 
 
 @attrs.define(slots=True)
@@ -49,7 +55,7 @@ class StompConnection:
 
     def receive_data(self, data: bytes) -> None:
         """Buffer bytes received from the client (b"" is a no-op; EOF is the adapter's)."""
-        if self.state is not State.CLOSED:
+        if self.state is not _CLOSED:
             self._reader.feed(data)
 
     def next_event(self) -> Frame | Heartbeat | type[NEED_DATA]:
@@ -60,14 +66,17 @@ class StompConnection:
         """
         if self._error is not None:
             raise self._error
-        if self.state is State.CLOSED:
+        state = self.state
+        if state is _CLOSED:
             return NEED_DATA
         try:
             event = self._reader.next_event(self.version)
             if type(event) is Frame:
-                state = transition(self.state, Role.CLIENT, event.command)
-                if state is not self.state:  # attrs' __setattr__ costs more than the check
-                    self.state = state
+                after = _CLIENT_MOVES[state].get(event.command)
+                if after is None:
+                    transition(state, Role.CLIENT, event.command)  # raises the refusal
+                if after is not state:  # attrs' __setattr__ costs more than the check
+                    self.state = after  # type: ignore[assignment]
         except LocalProtocolError as exc:
             self._error = RemoteProtocolError(exc.text)
             raise self._error from exc
@@ -86,14 +95,26 @@ class StompConnection:
         Raises LocalProtocolError if the state does not allow the frame or a header cannot be
         written in this version; nothing is queued then.
         """
-        state = transition(self.state, Role.SERVER, frame.command)
+        state = _SERVER_MOVES[self.state].get(frame.command)
+        if state is None:
+            state = transition(self.state, Role.SERVER, frame.command)  # raises the refusal
         self._outgoing.append(encode_frame(frame, self.version))
+        if state is not self.state:
+            self.state = state
+
+    def send_encoded(self, command: str, data: bytes) -> None:
+        """Queue a server frame the caller encoded itself (from `header_line` pieces), exactly
+        as `encode_frame` would for this version; the state changes as for `send`."""
+        state = _SERVER_MOVES[self.state].get(command)
+        if state is None:
+            state = transition(self.state, Role.SERVER, command)  # raises the refusal
+        self._outgoing.append(data)
         if state is not self.state:
             self.state = state
 
     def send_heartbeat(self) -> None:
         """Queue one heart-beat (an LF, valid in every version)."""
-        if self.state is State.CLOSED:
+        if self.state is _CLOSED:
             raise LocalProtocolError("cannot send a heart-beat: the connection sent ERROR")
         self._outgoing.append(b"\n")
 

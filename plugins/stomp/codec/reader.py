@@ -19,7 +19,7 @@ connection turns them into RemoteProtocolError.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, NamedTuple
+from typing import Final
 
 from herald.core.errors import LocalProtocolError
 from herald.plugins.stomp.codec.escaping import unescape
@@ -31,6 +31,7 @@ from herald.plugins.stomp.codec.events import (
     UNESCAPED_COMMANDS,
     Frame,
     Heartbeat,
+    make_frame,
 )
 from herald.plugins.stomp.codec.limits import StompLimits
 
@@ -46,15 +47,16 @@ _COMMAND_PREFIXES: Final = frozenset(
 )
 """Every start of a command line, so garbage is refused at its first impossible byte."""
 _FIRST_WINDOW: Final = 512  # bytes searched for the end of the headers before widening
+_CACHED_HEADS: Final = (b"SEND\n", b"SEND\r\n")
+"""Frames whose parsed heads are kept by their bytes: a publisher's SENDs mostly repeat one
+head, while ACKs and NACKs each name another message."""
+_HEAD_CACHE_SIZE: Final = 16
+_CACHED_HEAD_MAX: Final = 1024  # bytes: longer heads are parsed every time, never kept
 
-
-class _Head(NamedTuple):
-    """A frame whose command and headers are parsed and whose body is still arriving."""
-
-    command: str
-    headers: tuple[tuple[str, str], ...]
-    body_start: int
-    content_length: int  # -1: the body ends at the first NUL
+_Head = tuple[str, tuple[tuple[str, str], ...], int, int]
+"""A frame whose command and headers are parsed and whose body is still arriving: (command,
+headers, body start, content-length or -1 when the body ends at the first NUL). A plain tuple:
+one is made per frame, and a NamedTuple costs several times as much."""
 
 
 class FrameReader:
@@ -65,6 +67,10 @@ class FrameReader:
         "_commands",
         "_counted",
         "_head",
+        "_heads",
+        "_heads_version",
+        "_last_head",
+        "_last_key",
         "_limits",
         "_line_start",
         "_lines",
@@ -87,6 +93,10 @@ class FrameReader:
         self._counted = 0  # the bytes of an incomplete head before this offset were checked
         self._lines = 0  # header lines counted before `_counted`
         self._line_start = 0  # where the header line arriving at `_counted` starts
+        self._heads: dict[bytes, _Head] = {}  # parsed SEND heads by their bytes, under...
+        self._heads_version = ""  # ...this version
+        self._last_key = b""  # the bytes of the last SEND head read, and the head
+        self._last_head: _Head | None = None
 
     def feed(self, data: bytes) -> None:
         """Append received bytes; nothing is parsed until `next_event`."""
@@ -119,14 +129,20 @@ class FrameReader:
             if head is None:
                 return NEED_DATA
             self._head = head
-            self._scan = head.body_start
-            self._counted = self._lines = self._line_start = 0
+            self._scan = head[2]
+            if self._counted:  # the head arrived in pieces
+                self._counted = self._lines = self._line_start = 0
         return self._read_body(head)
 
     # -- the command line and headers ------------------------------------------------------
 
     def _read_head(self, version: str) -> _Head | None:
         buffer = self._buffer
+        last = self._last_key
+        if last and buffer.startswith(last) and version == self._heads_version:
+            # The same bytes up to the same first empty line: the same head, found by one
+            # compare (a publisher's SENDs mostly repeat their head).
+            return self._last_head
         size = len(buffer)
         crlf = version != "1.1"
         # The headers end at the first empty line: LF LF, or LF CR LF where CR LF is an EOL.
@@ -134,32 +150,60 @@ class FrameReader:
         # so it never scans on into later frames: the work stays linear in the frame's own
         # header size, whatever mix of line endings a peer sends.
         low = self._scan
-        window = _FIRST_WINDOW
-        j = -1
-        while True:
-            high = low + window
-            i = buffer.find(b"\n\n", low, high)
-            if i >= 0:
-                break
-            if crlf:
-                j = buffer.find(b"\n\r\n", low, high)
-                if j >= 0:
+        i = buffer.find(b"\n\n", low, low + _FIRST_WINDOW)
+        if i >= 0 and (not crlf or buffer.find(b"\r", low, i) < 0):
+            # The usual head: LF LF in the first window and no CR before it (so no LF CR LF).
+            header_end, body_start = i, i + 2
+        else:
+            window = _FIRST_WINDOW
+            j = -1
+            while True:
+                high = low + window
+                i = buffer.find(b"\n\n", low, high)
+                if i >= 0:
                     break
-            if high >= size:
-                self._check_incomplete_head(size, crlf)
-                self._scan = max(size - 2, 0)
-                return None
-            low = high - 2
-            window *= 2
-        if i >= 0 and crlf:  # with CR LF lines, an LF CR LF before this LF LF ends the headers
-            j = buffer.find(b"\n\r\n", low, i + 2)
-        header_end, body_start = (j, j + 3) if j >= 0 else (i, i + 2)
-        text = self._decode_head(header_end, crlf)
+                if crlf:
+                    j = buffer.find(b"\n\r\n", low, high)
+                    if j >= 0:
+                        break
+                if high >= size:
+                    self._check_incomplete_head(size, crlf)
+                    self._scan = max(size - 2, 0)
+                    return None
+                low = high - 2
+                window *= 2
+            if i >= 0 and crlf:  # with CR LF lines, an LF CR LF before this LF LF ends them
+                j = buffer.find(b"\n\r\n", low, i + 2)
+            header_end, body_start = (j, j + 3) if j >= 0 else (i, i + 2)
+        if body_start > _CACHED_HEAD_MAX or not buffer.startswith(_CACHED_HEADS):
+            return self._parse_head(header_end, body_start, version, crlf)
+        # The head is a function of its bytes and the version (the limits are the reader's).
+        heads = self._heads
+        if version != self._heads_version:
+            heads.clear()
+            self._heads_version = version
+        key = bytes(buffer[:body_start])
+        head = heads.get(key)
+        if head is None:
+            head = self._parse_head(header_end, body_start, version, crlf)
+            if len(heads) >= _HEAD_CACHE_SIZE:
+                heads.clear()
+            heads[key] = head
+        self._last_key, self._last_head = key, head
+        return head
+
+    def _parse_head(self, header_end: int, body_start: int, version: str, crlf: bool) -> _Head:
+        try:
+            text = self._buffer[: header_end + 1].decode("utf-8")
+        except UnicodeDecodeError:
+            text = self._decode_head(header_end, crlf)  # raises the protocol error
         if crlf and "\r" in text:
             text = text.replace("\r\n", "\n")
         lines = text.split("\n")
         lines.pop()  # the empty string after the last LF
-        command = self._command(lines[0], False)
+        command = self._commands.get(lines[0])
+        if command is None:
+            command = self._command(lines[0], False)  # raises the protocol error
         del lines[0]
         limits = self._limits
         if (
@@ -194,7 +238,7 @@ class FrameReader:
                 if name == "content-length":
                     length = self._content_length(value, body_start)
                     break
-        return _Head(command, tuple(headers), body_start, length)
+        return (command, tuple(headers), body_start, length)
 
     def _decode_head(self, header_end: int, crlf: bool) -> str:
         """The command line and header lines (each with its LF) as text."""
@@ -306,12 +350,14 @@ class FrameReader:
                 self._check_body_size(start, end)
                 self._scan = end
                 return NEED_DATA
-            self._check_body_size(start, end)
+            limits = self._limits
+            if end - start > limits.max_body_size or end > limits.max_frame_size:
+                self._check_body_size(start, end)
         body = bytes(buffer[start:end])
         del buffer[: end + 1]
         self._head = None
         self._scan = 0
-        return Frame(command, headers, body)
+        return make_frame(command, headers, body)
 
     def _check_body_size(self, start: int, end: int) -> None:
         limit = self._limits.max_body_size

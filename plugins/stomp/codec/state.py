@@ -67,6 +67,17 @@ TRANSITIONS: Final[dict[tuple[State, Role, str], State]] = {
 }
 
 
+MOVES: Final[dict[Role, dict[State, dict[str, State]]]] = {
+    role: {
+        state: {c: after for (s, r, c), after in TRANSITIONS.items() if s is state and r is role}
+        for state in State
+    }
+    for role in Role
+}
+"""TRANSITIONS by sender, then state, then command: the per-frame lookup takes no tuple
+building (what is not in it goes to `transition` for its error)."""
+
+
 def transition(state: State, role: Role, command: str) -> State:
     """The state after `role` sends a `command` frame in `state`; LocalProtocolError if none."""
     try:

@@ -60,5 +60,17 @@ def encode_frame(frame: Frame, version: str) -> bytes:
     return b"".join((encoded, body, b"\x00"))
 
 
+def header_line(command: str, name: str, value: str, version: str) -> bytes:
+    """One header as `encode_frame` writes it in a `command` frame of `version`, as the bytes
+    `name:value` and an LF: a piece for callers that cache the headers their frames repeat.
+
+    Raises LocalProtocolError when `encode_frame` would refuse the header.
+    """
+    if name == "content-length":
+        raise LocalProtocolError("content-length is the writer's own header")
+    encoded = encode_frame(Frame(command, ((name, value),)), version)
+    return encoded[len(command) + 1 : -2]
+
+
 def _empty_name(frame: Frame) -> LocalProtocolError:
     return LocalProtocolError(f"a header of the {frame.command} frame has an empty name")
