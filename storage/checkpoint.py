@@ -61,8 +61,14 @@ class DataDirLock:
                     f"(lock held by pid {holder}); stop it or choose another data_dir"
                 ) from None
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        # The pid is only for the message above: on a full disk the lock still holds without
+        # it. Written before the file is cut to its length, so no block is given back first.
+        pid = f"{os.getpid()}\n".encode()
+        try:
+            os.pwrite(fd, pid, 0)
+            os.ftruncate(fd, len(pid))
+        except OSError as exc:
+            log.warning("cannot write the pid into %s: %s", self.path, exc)
         self._fd = fd
 
     def release(self) -> None:
@@ -226,10 +232,14 @@ class Checkpoint:
 def write_checkpoint(directory: Path, checkpoint: Checkpoint) -> None:
     """Replace the checkpoint atomically, keeping the one before as `checkpoint.prev`."""
     tmp = directory / (CHECKPOINT + ".tmp")
-    with open(tmp, "wb") as out:
-        out.write(checkpoint.to_bytes())
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        with open(tmp, "wb") as out:
+            out.write(checkpoint.to_bytes())
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial copy (ENOSPC) would only hold disk space
+        raise
     current = directory / CHECKPOINT
     if current.exists():
         os.replace(current, directory / PREVIOUS)

@@ -41,7 +41,6 @@ from herald.storage.checkpoint import (
     abort_marker_exists,
     clear_abort_marker,
     set_abort_marker,
-    write_checkpoint,
 )
 from herald.storage.commitlog_config import CommitLogConfig
 from herald.storage.disk_monitor import disk_free_bytes, run_disk_monitor
@@ -49,6 +48,7 @@ from herald.storage.dispatch import StoreState
 from herald.storage.flush import GroupCommit
 from herald.storage.housekeeping import Housekeeper
 from herald.storage.mapped_file import (
+    NO_SPACE,
     MappedFile,
     MappedFileQueue,
     Writer,
@@ -97,7 +97,9 @@ class CommitLogStore:
         self._group: GroupCommit | None = None
         self.last_ms = 0
         self._keeper = Housekeeper(self)
-        self.disk_alarm = False
+        self.disk_alarm = False  # the disk refused a write (see disk_monitor.py)
+        self.short_of_space = False  # the disk monitor's alarm is up (housekeeping.py)
+        self._refused = trio.Event()  # wakes the disk monitor at a refusal
         self.recovery: RecoveryReport | None = None
         self.reader = QueueReader(self.log, self.state)
         self._acks: dict[int, list[int]] = {}  # acks not logged yet, by queue id
@@ -128,9 +130,7 @@ class CommitLogStore:
             snapshot = self.state.snapshot(self.log.write_offset, self.last_ms)
             log_files = self.log.files_between(recovered.report.start, snapshot.log_end)
             self._keeper.flush_derived(log_files)
-            write_checkpoint(self.root, snapshot)
-            self._keeper.previous = recovered.checkpoint
-            self._keeper.checkpoint = snapshot
+            self._keeper.open_checkpoint(snapshot, recovered.checkpoint, recovered.previous)
             set_abort_marker(self.root)
         except BaseException:
             self.state.close()
@@ -206,10 +206,21 @@ class CommitLogStore:
         return position
 
     def disk_error(self, exc: OSError) -> ResourceError:
-        if exc.errno == errno.ENOSPC:
-            self.disk_alarm = True
+        if exc.errno in NO_SPACE:
+            self.note_refusal()
             return ResourceError(f"disk full: the store in {self.root} cannot take the message")
         return ResourceError(f"the store in {self.root} cannot write: {exc}")
+
+    def note_refusal(self) -> None:
+        """The disk refused space (Trio thread): hold the alarm, and have the monitor look at
+        once rather than at its next sample, which fast publishers would not wait for."""
+        self.disk_alarm = True
+        self._refused.set()
+
+    async def wait_refusal(self) -> None:
+        """Return at the next `note_refusal`."""
+        await self._refused.wait()
+        self._refused = trio.Event()
 
     def create_segment(self, start: int) -> MappedFile:
         """Create the segment at `start` (blocking). Both a flush round (ahead of need) and the
@@ -217,16 +228,16 @@ class CommitLogStore:
         that race maps the winner's file."""
         self._check_free_space()
         try:
-            return self.log.prepare(start)
+            file = self.log.prepare(start)
         except FileExistsError:
-            return MappedFile.open(self.log.directory / file_name(start), start, self.log.size)
+            file = MappedFile.open(self.log.directory / file_name(start), start, self.log.size)
+        self.disk_alarm = False  # a segment could be made: the refusal is over
+        return file
 
     def _check_free_space(self) -> None:
         minimum = self.config.min_free_bytes
         if minimum and self.free_space(self.root) - self.config.segment_size < minimum:
-            self.disk_alarm = True
             raise OSError(errno.ENOSPC, f"less than {minimum} bytes would stay free")
-        self.disk_alarm = False
 
     # -- metadata --------------------------------------------------------------------------
     def load_metadata(self) -> Mapping[str, Mapping[str, MetadataValue]]:
@@ -294,11 +305,11 @@ class CommitLogStore:
         if self._acks:
             self.flush_acks()  # then the round that makes `ticket` durable takes them too
         await self.require_open().wait_durable(ticket)
-        if self._keeper.due and not self._keeper.lock.locked():
-            try:
+        keeper = self._keeper
+        if keeper.due and not keeper.lock.locked() and keeper.checkpoint_wanted():
+            # The ticket is durable; a failed checkpoint is logged and tried again later.
+            with contextlib.suppress(ResourceError):
                 await self.checkpoint()
-            except ResourceError as exc:  # the ticket is durable; the checkpoint will retry
-                log.error("checkpoint failed: %s", exc.reply_text)
 
     def _put_quietly(self, pending: rec.Pending, what: str) -> None:
         """Log an ack-like record; if the disk refuses, the change still holds in memory and

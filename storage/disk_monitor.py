@@ -13,7 +13,11 @@ not fit in 500 MB, whatever the limit says). And a write the disk refused
 (`CommitLogStore.disk_alarm`, set on ENOSPC: a consume-queue file, inodes, quotas) holds the
 alarm until a segment is created again or the free space grows past what it was when the
 refusal was seen: consumers draining, and the store reclaiming their segments, is what frees
-space; if the disk refuses again, the flag comes back with the next publish.
+space; if the disk refuses again, the flag comes back with the next publish. A refusal wakes
+the monitor at once (`CommitLogStore.wait_refusal`): a fast publisher fills the last quarter of
+a segment well within one sample interval. While free space is short the monitor says so
+(`CommitLogStore.short_of_space`), and the store checkpoints to let retention delete drained
+segments (housekeeping.py).
 
 The free space is read through `CommitLogStore.free_space`, a seam tests replace with a
 function returning a chosen number.
@@ -74,6 +78,7 @@ class DiskMonitor:
         elif free > self.refused_free:  # space came back since the disk said no
             store.disk_alarm = False
             self.refused_free = None
+        store.short_of_space = free < needed
         active = free < needed or store.disk_alarm
         if active and ALARM not in self.alarms.active:
             log.warning(
@@ -90,7 +95,8 @@ class DiskMonitor:
         self.check()
         task_status.started()
         while True:
-            await trio.sleep(self.interval)
+            with trio.move_on_after(self.interval):
+                await self.store.wait_refusal()  # a refused write is looked at at once
             self.check()
 
 

@@ -45,6 +45,7 @@ class StoreState:
         if config.index:
             self.index = IndexService(root / "index", config.index_slots, config.index_entries)
         self.retired: list[ConsumeQueue] = []  # of deleted queues, removed by reclaim
+        self.unindexed = 0  # messages left out of the index since a file could not be made
 
     @property
     def queues(self) -> dict[int, QueueState]:
@@ -155,8 +156,13 @@ class StoreState:
             log.info("creating index file %d on the publishing path", number)
             index.prepared = index.prepare(number)
         except OSError as exc:
-            log.warning("message %r not indexed: cannot create an index file: %s", key, exc)
+            if not self.unindexed:  # once, not for every message of a full disk
+                log.warning("messages not indexed: cannot create an index file: %s", exc)
+            self.unindexed += 1
             return
+        if self.unindexed:
+            log.warning("indexing again; %d message(s) were not indexed", self.unindexed)
+            self.unindexed = 0
         index.put(key, position, store_ms)
 
     def find_live(self, queue_id: int, offset: int) -> tuple[QueueState, int] | None:

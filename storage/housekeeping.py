@@ -6,6 +6,12 @@ it was acked or its queue deleted), it is not the active segment, and both kept 
 start after it (recovery never reads before the older one). So one old un-acked message keeps
 its own segment, not the whole log after it.
 
+A full disk: checkpoints are due after `checkpoint_bytes` of log growth, but a store short of
+space (a refused write, a file it could not create ahead, the disk monitor below its limit)
+does not grow, so while it is short the service also checkpoints whenever a segment without
+live messages waits for one: consumers draining is what frees the space. A checkpoint the disk
+refuses is retried `RETRY_S` later; each kind of failure is logged once until it clears.
+
 Ordering keeps the worker threads and the Trio thread off each other's files: a flush round
 touches only segments at or after the durable offset, which retention never deletes; retention
 and checkpoints hold one lock; a deleted queue's consume queue is closed only by retention.
@@ -13,20 +19,24 @@ and checkpoints hold one lock; a deleted queue's consume queue is closed only by
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from herald.core.errors import ResourceError
 from herald.storage.checkpoint import Checkpoint, write_checkpoint
-from herald.storage.mapped_file import PAGE, MappedFile
+from herald.storage.mapped_file import NO_SPACE, PAGE, MappedFile
 
 if TYPE_CHECKING:
     from herald.storage.commitlog import CommitLogStore
 
 log = logging.getLogger(__name__)
+
+RETRY_S = 1.0
+"""How long after a failed checkpoint the next is tried."""
 
 
 def discard(file: MappedFile, *, in_use: bool) -> None:
@@ -47,6 +57,27 @@ class Housekeeper:
         self.lock = trio.Lock()
         self.due = False  # the log grew enough since the last checkpoint
         self.checkpoints = 0
+        self.failed_at: float | None = None  # when the last checkpoint failed
+        self.ahead_error: OSError | None = None  # why the last file made ahead failed
+
+    def short_of_space(self) -> bool:
+        """The disk refused a write or a file made ahead, or the monitor's alarm is up."""
+        store = self.store
+        return store.disk_alarm or store.short_of_space or self.ahead_error is not None
+
+    def reclaimable(self) -> bool:
+        """Some segment before the active one has no live message left."""
+        log_files = self.store.log
+        active = log_files.segment_start(log_files.write_offset)
+        live = self.store.state.ledger.segments
+        return any(start < active and not live.get(start) for start in log_files.files)
+
+    def checkpoint_wanted(self) -> bool:
+        """Due by log growth, or it would let retention free space the store is short of;
+        never sooner than `RETRY_S` after a failed one."""
+        if self.failed_at is not None and trio.current_time() - self.failed_at < RETRY_S:
+            return False
+        return self.due or (self.short_of_space() and self.reclaimable())
 
     # -- flush rounds ----------------------------------------------------------------------
     def plan(self, start: int, target: int) -> Any:
@@ -80,9 +111,13 @@ class Housekeeper:
         store = self.store
         prepared, prepared_index, error = result
         if error is not None:
-            log.warning("could not create a file ahead of need: %s", error)
-            if error.errno == errno.ENOSPC:
-                store.disk_alarm = True
+            if self.ahead_error is None or self.ahead_error.errno != error.errno:
+                log.warning("could not create a file ahead of need: %s", error)
+            if error.errno in NO_SPACE:
+                store.note_refusal()
+        elif self.ahead_error is not None:
+            log.warning("files are created ahead of need again")
+        self.ahead_error = error
         if prepared is not None:
             unwanted = store.log.adopt(prepared)
             if unwanted is not None:
@@ -114,6 +149,25 @@ class Housekeeper:
                 index_file.sync_header()
                 index_file.file.flush()
 
+    def open_checkpoint(
+        self, snapshot: Checkpoint, found: Checkpoint | None, before: Checkpoint | None
+    ) -> None:
+        """Write the checkpoint of a store being opened (blocking); `found` and `before` are
+        the ones recovery read. A full disk must not keep a broker from starting (consumers
+        draining is what frees space): if it refuses, the checkpoints on disk stay the ones in
+        use, the abort marker stays too, and the next checkpoint is due at once."""
+        store = self.store
+        try:
+            write_checkpoint(store.root, snapshot)
+        except OSError as exc:
+            if exc.errno not in NO_SPACE:
+                raise
+            log.warning("store %s: no checkpoint at open, the disk is full: %s", store.root, exc)
+            store.disk_alarm = True
+            self.checkpoint, self.previous, self.due = found, before, True
+        else:
+            self.checkpoint, self.previous = snapshot, found
+
     async def write_checkpoint(self) -> None:
         """Save the derived state as of the log's end, then reclaim what that allows."""
         store = self.store
@@ -140,7 +194,15 @@ class Housekeeper:
             try:
                 await trio.to_thread.run_sync(save)
             except OSError as exc:
-                raise store.disk_error(exc) from None
+                error = store.disk_error(exc)
+                if self.failed_at is None:
+                    log.error("checkpoint failed, retried every %gs: %s", RETRY_S, error.reply_text)
+                self.failed_at = trio.current_time()
+                self.due = True
+                raise error from None
+            if self.failed_at is not None:
+                log.warning("checkpoint written again")
+                self.failed_at = None
             for cq, length in queues:
                 cq.flushed = max(cq.flushed, length)
             self.previous, self.checkpoint = self.checkpoint, snapshot
@@ -204,8 +266,9 @@ class Housekeeper:
             await group.run_round(work_only=True)
         elif store.log.write_offset > group.durable and not (group.running or group.periodic):
             await group.run_round()  # sync mode: acks nobody waits for (async: already done)
-        if self.due:
-            await self.write_checkpoint()
+        if self.checkpoint_wanted():
+            with contextlib.suppress(ResourceError):  # logged; tried again after RETRY_S
+                await self.write_checkpoint()
         else:
             store.state.release_pages()
 

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 NAME_DIGITS = 20
 PAGE = mmap.PAGESIZE
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+"""The errors of a full disk (or quota): the store keeps running and raises the disk alarm."""
 
 
 def file_name(start: int) -> str:
@@ -83,14 +85,20 @@ class MappedFile:
 
     @classmethod
     def open(cls, path: Path, start: int, size: int) -> MappedFile:
-        """Map an existing segment; a short file (torn at creation) is extended with zeros."""
+        """Map an existing segment; a short file (torn at creation) is extended with zeros,
+        and a sparse one (copied or restored by a tool that punched its zeros out) is
+        allocated first, so that a full disk refuses it here rather than with SIGBUS later."""
         fd = os.open(path, os.O_RDWR)
         try:
-            actual = os.fstat(fd).st_size
+            stat = os.fstat(fd)
+            actual = stat.st_size
             if actual > size:
                 raise ValueError(f"{path} is {actual} bytes, larger than the segment size {size}")
             if actual < size:
                 log.warning("segment %s is %d bytes, not %d: extending it", path, actual, size)
+                os.posix_fallocate(fd, 0, size)
+            elif stat.st_blocks * 512 < size:
+                log.warning("segment %s is sparse: allocating it", path)
                 os.posix_fallocate(fd, 0, size)
             mapped = mmap.mmap(fd, size)
         except BaseException:
