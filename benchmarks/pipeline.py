@@ -2,7 +2,8 @@
 single-process Python reading the same segments, in the same run.
 
     python benchmarks/pipeline.py [--sizes 1000000,10000000] [--body 100] [--repeat 3]
-                                  [--segment-mib 256] [--split-mib 64] [--dir PATH] [--keep]
+                                  [--warmup 2] [--variants count,nocrc] [--segment-mib 256]
+                                  [--split-mib N] [--dir PATH] [--keep]
 
 Prints one JSON object. For each size, a data dir is written with the commit-log store
 directly (`store.append`, no broker, no sockets: the fastest way to get N records), one
@@ -13,8 +14,15 @@ durable queue per three messages. Then, alternating, `repeat` times each:
 - `python_scan`: the same process, only the scan (positions of valid message records, CRC
   checked), i.e. the least any reader of this format does per record in Python;
 - `spark`: `spark.read.format("herald").load(dir).write.format("noop")` in a local[2]
-  session (every column materialised; Spark's own start-up and the first, cold query are
-  not timed).
+  session: every column of every record is materialised as a Spark row (with CRC checks,
+  the reader's defaults). Spark's own start-up, the first (cold) query and `warmup` more
+  queries are not timed: the JVM compiles Spark's code paths over the first queries (a
+  1 M query takes up to 1.6x as long then); their times are given as `spark_warmup_s`.
+
+`--variants` adds Spark figures of the same read: `count` (`df.count()`: the Python data
+source cannot prune columns, so the reader still builds every column; Spark drops them
+after its conversion to rows) and `nocrc` (`verifyCrc=false`). `--split-mib` sets the
+reader's `splitBytes` (default: the reader's own, 128 MiB).
 
 Rates are records per wall-clock second, medians over the repeats; CPU seconds of this
 process are given for the Python paths. The machine is shared: compare figures of one run.
@@ -40,7 +48,7 @@ import trio
 from herald.core.message import CodecRegistry, Message, Properties
 from herald.core.store import QueueTarget
 from herald.pipeline.log_view import open_log
-from herald.pipeline.options import ReadOptions
+from herald.pipeline.options import SPLIT_BYTES, ReadOptions
 from herald.pipeline.read import plan, read_split
 from herald.pipeline.records import Segment
 from herald.pipeline.scan import message_starts
@@ -74,9 +82,9 @@ def write(data_dir: Path, count: int, body: int, segment_size: int) -> float:
     return time.perf_counter() - began
 
 
-def python_read(data_dir: Path, split_mib: int) -> tuple[int, float, float]:
+def python_read(data_dir: Path, split_bytes: int) -> tuple[int, float, float]:
     """(rows, wall s, cpu s) of reading every split in this process."""
-    options = ReadOptions(path=data_dir, split_bytes=split_mib * MIB)
+    options = ReadOptions(path=data_dir, split_bytes=split_bytes)
     wall, cpu = time.perf_counter(), time.process_time()
     view = open_log(data_dir)
     rows = 0
@@ -97,11 +105,18 @@ def python_scan(data_dir: Path) -> tuple[int, float, float]:
     return rows, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def spark_read(spark: Any, data_dir: Path, split_mib: int) -> tuple[int, float]:
-    df = spark.read.format("herald").option("splitBytes", str(split_mib * MIB))
+def spark_read(spark: Any, data_dir: Path, split_bytes: int, variant: str = "") -> float:
+    """Wall seconds of one Spark query reading every record (see the module docstring)."""
+    reader = spark.read.format("herald").option("splitBytes", str(split_bytes))
+    if variant == "nocrc":
+        reader = reader.option("verifyCrc", "false")
     began = time.perf_counter()
-    df.load(str(data_dir)).write.format("noop").mode("overwrite").save()
-    return 0, time.perf_counter() - began
+    df = reader.load(str(data_dir))
+    if variant == "count":
+        df.count()
+    else:
+        df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - began
 
 
 def run_size(spark: Any, root: Path, count: int, args: argparse.Namespace) -> dict[str, Any]:
@@ -114,20 +129,29 @@ def run_size(spark: Any, root: Path, count: int, args: argparse.Namespace) -> di
         "segments": len(view.segments),
         "write_s": round(wrote, 2),
     }
-    rows, _, _ = python_read(data_dir, args.split_mib)  # warm the page cache, check the count
+    split = args.split_mib * MIB if args.split_mib else SPLIT_BYTES
+    out["splits"] = len(plan(view, ReadOptions(path=data_dir, split_bytes=split)))
+    rows, _, _ = python_read(data_dir, split)  # warm the page cache, check the count
     if rows != count:
         raise SystemExit(f"read {rows} rows, wrote {count}")
-    spark_read(spark, data_dir, args.split_mib)  # the cold query: Python workers start
+    spark_read(spark, data_dir, split)  # the cold query: Python workers start
+    warmup = [spark_read(spark, data_dir, split) for _ in range(args.warmup)]
+    out["spark_warmup_s"] = [round(t, 3) for t in warmup]
     times: dict[str, list[float]] = {"python": [], "python_cpu": [], "scan": [], "scan_cpu": []}
     times["spark"] = []
+    variants = [v for v in args.variants.split(",") if v]
+    for variant in variants:
+        times[f"spark_{variant}"] = []
     for _ in range(args.repeat):
-        _, wall, cpu = python_read(data_dir, args.split_mib)
+        _, wall, cpu = python_read(data_dir, split)
         times["python"].append(wall)
         times["python_cpu"].append(cpu)
         _, wall, cpu = python_scan(data_dir)
         times["scan"].append(wall)
         times["scan_cpu"].append(cpu)
-        times["spark"].append(spark_read(spark, data_dir, args.split_mib)[1])
+        times["spark"].append(spark_read(spark, data_dir, split))
+        for variant in variants:
+            times[f"spark_{variant}"].append(spark_read(spark, data_dir, split, variant))
     for name, values in times.items():
         median = statistics.median(values)
         out[f"{name}_s"] = round(median, 3)
@@ -144,8 +168,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000000,10000000")
     parser.add_argument("--body", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2, help="Untimed Spark queries.")
+    parser.add_argument("--variants", default="", help="More Spark figures: count,nocrc.")
     parser.add_argument("--segment-mib", type=int, default=256)
-    parser.add_argument("--split-mib", type=int, default=64)
+    parser.add_argument("--split-mib", type=int, default=0, help="0: the reader's default.")
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--keep", action="store_true", help="Keep the data dirs.")
     args = parser.parse_args()
@@ -168,8 +194,9 @@ def main() -> None:
             "load_avg_1m": os.getloadavg()[0],
             "body_bytes": args.body,
             "segment_mib": args.segment_mib,
-            "split_mib": args.split_mib,
+            "split_mib": (args.split_mib * MIB if args.split_mib else SPLIT_BYTES) // MIB,
             "repeat": args.repeat,
+            "warmup": args.warmup,
             "results": results,
         },
         sys.stdout,

@@ -1,13 +1,15 @@
 """Phase two of reading a byte range: Arrow columns for message records whose starts are known.
 
 The mapped segment becomes one Arrow buffer (no copy) and the records one `large_binary` array
-over it, so every fixed header field is a `binary_slice` of it in C++: the field offsets come
-from record.py's `MESSAGE` struct itself (`FIELDS`), and big-endian integers are turned around
-with `array.byteswap`. Variable parts (protocol, exchange, routing key, message id, first
-target, body) sit at a different place in each record: each is gathered with one `take` over a
-second array whose elements alternate between the wanted part and the gap up to the next one.
-Python touches a row only for what few rows have: headers, several targets, decoded
-properties. The body is the last `body_size` bytes of the stored bytes for every protocol.
+over it. One `binary_slice` copies every record's fixed header into a block of `HEAD`-byte
+rows, and each header field is one strided `take` of the block's words of its width (the
+field offsets come from record.py's `MESSAGE` struct itself, `FIELDS`; big-endian integers
+are turned around with `array.byteswap`). Variable parts (protocol, exchange, routing key,
+message id, body) sit at a different place in each record: each is gathered with one `take`
+over a second array whose elements alternate between the wanted part and the gap up to the
+next one, and a part that is empty in every row is not gathered. Python touches a row only
+for what few rows have: headers, several targets, decoded properties. The body is the last
+`body_size` bytes of the stored bytes for every protocol.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from herald.storage.record import (
     PREFIX,
     TARGET,
     TEXT_ERRORS,
+    aligned,
 )
 
 log = logging.getLogger(__name__)
@@ -63,38 +66,93 @@ def _layout(layout: struct.Struct) -> dict[str, tuple[int, str]]:
 
 
 FIELDS = _layout(MESSAGE)
+HEAD = aligned(MESSAGE.size)
+"""Bytes of each record in the header block: the header, padded as in the log (every message
+record takes at least this much space, so the next record never starts earlier)."""
 _ARROW = {"H": pa.uint16(), "I": pa.uint32(), "i": pa.int32(), "q": pa.int64(), "Q": pa.uint64()}
+_WORD = {2: "H", 4: "I", 8: "Q"}  # array codes by width (Arrow gives each field its sign)
+_USED = {k: v for k, v in FIELDS.items() if k not in ("magic", "crc", "position")}
+_ALIGNED = {k: v for k, v in _USED.items() if v[0] % struct.calcsize(v[1]) == 0}
+_UNALIGNED = {k: v for k, v in _USED.items() if k not in _ALIGNED}
+_RUN_AT = min(offset for offset, _ in _UNALIGNED.values())
+_RUN_END = max(offset + struct.calcsize(code) for offset, code in _UNALIGNED.values())
+_RUN_WORDS = (_RUN_END - _RUN_AT) // 4
+"""The fields not aligned to their width (the lengths after the 2-byte protocol length) are
+one run of 4-byte words in record.py's layout; `_fields` relies on it."""
+_RUN_OK = {struct.calcsize(code) for _, code in _UNALIGNED.values()} == {4}
+if not _RUN_OK or len(_UNALIGNED) != _RUN_WORDS:  # pragma: no cover
+    raise RuntimeError("storage/record.py's MESSAGE layout changed: update columns._fields")
+if any(array.array(code).itemsize != width for width, code in _WORD.items()):  # pragma: no cover
+    raise RuntimeError("this platform's array item sizes are not 2, 4 and 8 bytes")
 _LIST = pa.list_(pa.field("element", pa.string()))
 _MAP = pa.map_(pa.field("key", pa.string(), nullable=False), pa.string())
 _US = pa.timestamp("us", tz="UTC")
 _NULL64 = pa.scalar(None, pa.int64())
 _EXTRA_FLAGS = HAS_HEADERS | HAS_ANNOTATIONS
-_UNUSED = frozenset({"magic", "crc", "position"})  # checked by the scan already
 
 
 def _int64(values: Any) -> pa.Array:
     """An int64 Arrow array from Python ints, through `array` (a C loop, no per-item objects)."""
     data = array.array("q", values)
-    return pa.Array.from_buffers(pa.int64(), len(data), [None, pa.py_buffer(data)])
+    return _from_array(pa.int64(), data)
+
+
+def _from_array(kind: pa.DataType, values: array.array) -> pa.Array:
+    """An Arrow array over an `array`'s memory (no copy)."""
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
 class _Index:
-    """Cached index arrays for interleaving (one size per batch length)."""
+    """Index arrays for interleaving, by batch length: made with Arrow from one counting
+    array, and kept for the process (a worker reads split after split with the same batch
+    length, so building them again per split would cost every task some milliseconds)."""
 
     def __init__(self) -> None:
+        self._count = pa.array([], pa.int64())
         self._cache: dict[int, tuple[pa.Array, pa.Array, pa.Array]] = {}
+        self._strided: dict[tuple[int, int, int], pa.Array] = {}
+        self._empty: dict[int, pa.Array] = {}
 
     def get(self, m: int) -> tuple[pa.Array, pa.Array, pa.Array]:
         """(interleaving take indexes, even indexes, 0..m as list offsets) for m rows."""
         found = self._cache.get(m)
         if found is None:
-            k = _int64(range(2 * m))
+            if len(self._count) < 2 * m + 1:
+                self._count = _int64(range(max(2 * m + 1, 2 * len(self._count))))
+            k = self._count.slice(0, 2 * m)
             mix = pc.add(pc.shift_right(k, 1), pc.multiply(pc.bit_wise_and(k, 1), m))
-            found = (mix, _int64(range(0, 2 * m, 2)), _int64(range(m + 1)).cast(pa.int32()))
-            if len(self._cache) > 4:
+            evens = pc.multiply(self._count.slice(0, m), 2)
+            found = (mix, evens, self._count.slice(0, m + 1).cast(pa.int32()))
+            if len(self._cache) > 8:
                 self._cache.clear()
             self._cache[m] = found
         return found
+
+    def empty(self, m: int) -> pa.Array:
+        """m empty strings."""
+        found = self._empty.get(m)
+        if found is None:
+            zeros = pa.py_buffer(bytes(4 * (m + 1)))
+            found = pa.StringArray.from_buffers(m, zeros, pa.py_buffer(b""))
+            if len(self._empty) > 8:
+                self._empty.clear()
+            self._empty[m] = found
+        return found
+
+    def strided(self, m: int, step: int, first: int) -> pa.Array:
+        """first, first + step, ... (m indexes)."""
+        key = (m, step, first)
+        found = self._strided.get(key)
+        if found is None:
+            self.get(m)  # the counting array is long enough
+            found = pc.add(pc.multiply(self._count.slice(0, m), step), first)
+            if len(self._strided) > 64:
+                self._strided.clear()
+            self._strided[key] = found
+        return found
+
+
+_INDEX = _Index()
 
 
 class BatchBuilder:
@@ -104,20 +162,22 @@ class BatchBuilder:
         self.options = options
         self.queues = queues
         self.schema = arrow_schema(options.body_as_text)
-        self._index = _Index()
+        self._index = _INDEX
+        self._scratch: dict[str, array.array] = {}
         self.invalid = 0
 
-    def build(self, segment: Segment, starts: list[int]) -> pa.RecordBatch | None:
-        """One batch for the records at `starts`, after the option filters (None: empty)."""
+    def build(self, segment: Segment, starts: pa.Array | list[int]) -> pa.RecordBatch | None:
+        """One batch for the records at `starts` (relative positions of message records the
+        scan found valid, in order), after the option filters (None: empty)."""
         m = len(starts)
         if m == 0 or segment.map is None:
             return None
         buf = pa.py_buffer(segment.map)
-        start = _int64(starts)
-        last_end = starts[-1] + PREFIX.unpack_from(segment.map, starts[-1])[0]
+        start = starts if isinstance(starts, pa.Array) else _int64(starts)
+        last = start[m - 1].as_py()
+        last_end = last + aligned(PREFIX.unpack_from(segment.map, last)[0])
         recs = _records(buf, start, last_end, m)
-        fields = {name: _swap(recs, m, *FIELDS[name]) for name in FIELDS if name not in _UNUSED}
-        return self._assemble(buf, start, fields, m, segment)
+        return self._assemble(buf, start, _fields(recs, m, self._scratch), m, segment)
 
     # -- assembling --------------------------------------------------------------------------
     def _assemble(
@@ -149,28 +209,33 @@ class BatchBuilder:
                 bad,
             )
             keep = pc.indices_nonzero(sane)
-            starts = start.take(keep).to_pylist()
-            return self.build(segment, starts) if starts else None
+            return self.build(segment, start.take(keep)) if len(keep) else None
         mix, evens, _ = self._index.get(m)
 
-        def part(begin: pa.Array, stop: pa.Array) -> pa.Array:
-            return _gather(buf, begin, stop, mix, evens, m)
+        def part(begin: pa.Array, stop: pa.Array, length: pa.Array) -> pa.Array:
+            if pc.max(length).as_py() == 0:  # e.g. the default exchange: nothing to gather
+                return _INDEX.empty(m)
+            return _text(_gather(buf, begin, stop, mix, evens, m))
 
-        protocol = _text(part(proto_at, exchange_at))
-        exchange = _text(part(exchange_at, key_at))
-        routing_key = _text(part(key_at, id_at))
+        protocol = part(proto_at, exchange_at, lens["protocol_len"])
+        exchange = part(exchange_at, key_at, lens["exchange_len"])
+        routing_key = part(key_at, id_at, lens["key_len"])
         flags = f["flags"].cast(i64)
         has_id = pc.not_equal(pc.bit_wise_and(flags, HAS_MESSAGE_ID), 0)
-        message_id = pc.if_else(
-            has_id, _text(part(id_at, headers_at)), pa.scalar(None, pa.string())
-        )
-        target = part(targets_at, pc.add(targets_at, TARGET.size)).cast(pa.binary(TARGET.size))
+        if pc.any(has_id).as_py():
+            message_id = pc.if_else(
+                has_id, part(id_at, headers_at, lens["id_len"]), pa.scalar(None, pa.string())
+            )
+        else:  # no record has an id: nothing to gather
+            message_id = pa.nulls(m, pa.string())
+        # the first target: the 16 bytes at the start of [targets_at[i], targets_at[i + 1])
+        target = pc.binary_slice(_records(buf, targets_at, end[m - 1].as_py(), m), 0, TARGET.size)
         pairs = array.array("q")
-        pairs.frombytes(memoryview(target.buffers()[1])[: m * TARGET.size])
+        pairs.frombytes(memoryview(target.buffers()[2])[: m * TARGET.size])
         pairs.byteswap()
-        queue_id = pa.array(pairs[0::2], i64)
-        queue_offset = pa.array(pairs[1::2], i64)
-        body = part(pc.subtract(end, body_size), end).cast(pa.binary())
+        queue_id = _from_array(i64, pairs[0::2])
+        queue_offset = _from_array(i64, pairs[1::2])
+        body = _gather(buf, pc.subtract(end, body_size), end, mix, evens, m).cast(pa.binary())
         born, stored = f["born"].cast(i64), f["store"].cast(i64)
         distinct = pc.unique(queue_id)
         where = pc.index_in(queue_id, distinct)
@@ -310,17 +375,40 @@ def _records(buf: pa.Buffer, begin: pa.Array, last_end: int, m: int) -> pa.Array
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), m, [None, offsets.buffers()[1], buf])
 
 
-def _swap(recs: pa.Array, m: int, offset: int, code: str) -> pa.Array:
-    """The big-endian field at `offset` of every element, as an Arrow integer array."""
-    width = struct.calcsize(code)
-    sliced = pc.binary_slice(recs, offset, offset + width)
-    values = array.array(code)
-    if values.itemsize != width:  # pragma: no cover - Linux's C types have these sizes
-        raise RuntimeError(f"array code {code} is not {width} bytes here")
-    values.frombytes(memoryview(sliced.buffers()[2])[: m * width])
+def _fields(recs: pa.Array, m: int, scratch: dict[str, array.array]) -> dict[str, pa.Array]:
+    """The header fields of every record, from copies of the headers in equal rows (every
+    element of `recs` is at least `HEAD` bytes long): a field aligned to its width is one
+    strided `take` of the block's words of that width, then byteswapped; the others (the
+    lengths after the 2-byte protocol length) are one run of big-endian words, copied into
+    a scratch array, byteswapped at once and taken word by word."""
+    block = pc.binary_slice(recs, 0, HEAD).buffers()[2]
+    out = {}
+    for name, (offset, code) in _ALIGNED.items():
+        width = struct.calcsize(code)
+        words = pa.Array.from_buffers(_ARROW[_WORD[width]], m * HEAD // width, [None, block])
+        taken = words.take(_INDEX.strided(m, HEAD // width, offset // width))
+        out[name] = _native(taken, _ARROW[code], m, width)
+    run = memoryview(pc.binary_slice(recs, _RUN_AT, _RUN_END).buffers()[2])
+    count = m * _RUN_WORDS
+    words = scratch.get("run")
+    if words is None or len(words) != count:
+        words = scratch["run"] = array.array("I", bytes(4 * count))
+    memoryview(words)[:] = run[: 4 * count].cast("I")
+    words.byteswap()
+    native = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(words)])
+    for name, (offset, code) in _UNALIGNED.items():
+        taken = native.take(_INDEX.strided(m, _RUN_WORDS, (offset - _RUN_AT) // 4))
+        out[name] = taken if taken.type == _ARROW[code] else taken.view(_ARROW[code])
+    return out
+
+
+def _native(values: pa.Array, kind: pa.DataType, m: int, width: int) -> pa.Array:
+    """Big-endian integers (an Arrow array's bytes) as an array of `kind`."""
+    swapped = array.array(_WORD[width])
+    swapped.frombytes(memoryview(values.buffers()[1])[: m * width])
     if width > 1:
-        values.byteswap()
-    return pa.Array.from_buffers(_ARROW[code], m, [None, pa.py_buffer(values)])
+        swapped.byteswap()
+    return pa.Array.from_buffers(kind, m, [None, pa.py_buffer(swapped)])
 
 
 def _gather(

@@ -26,7 +26,7 @@ import attrs
 from herald.pipeline.records import MAGIC_METADATA, Segment, metadata_at, valid_size
 from herald.storage.checkpoint import read_checkpoints
 from herald.storage.mapped_file import file_name, parse_name
-from herald.storage.record import ALIGN, MAGIC_END
+from herald.storage.record import ALIGN, MAGIC_END, aligned
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _scan_tail(
             continue
         with Segment(root / "commitlog" / file_name(seg_start), seg_start) as segment:
             rel = at - seg_start
-            while True:
+            while rel < segment_size:  # a segment filled to its last byte has no filler
                 found = valid_size(segment, rel)
                 if found is None:
                     return seg_start + rel
@@ -166,9 +166,11 @@ def splits(
     split_bytes: int,
     present: tuple[int, ...] | None = None,
 ) -> Iterator[Split]:
-    """Ranges covering the records that start in [begin, end), at most `split_bytes` each,
-    cut at multiples of `split_bytes` within each segment (so the same (begin, end) always
-    gives the same ranges); segments not in `present` (when given) are left out."""
+    """Ranges covering the records that start in [begin, end): the part of each segment is
+    cut into as few equal ranges as keep each within `split_bytes` (so 224 MiB of a segment
+    are two tasks of 112 MiB, not 64 + 64 + 64 + 32: tasks of one size keep every core busy
+    to the end, and each task costs Spark some tens of milliseconds). The same (begin, end)
+    always gives the same ranges; segments not in `present` (when given) are left out."""
     if segment_size <= 0:
         return
     step = max(ALIGN, split_bytes - split_bytes % ALIGN)
@@ -177,8 +179,11 @@ def splits(
         if present is None or seg in present:
             lo = max(begin, seg) - seg
             limit = min(end - seg, segment_size)
-            while lo < limit:
-                hi = min(lo - lo % step + step, limit)
-                yield Split(seg, lo, hi, limit)
-                lo = hi
+            if lo < limit:
+                parts = -(-(limit - lo) // step)
+                size = aligned(-(-(limit - lo) // parts))
+                while lo < limit:
+                    hi = min(lo + size, limit)
+                    yield Split(seg, lo, hi, limit)
+                    lo = hi
         seg += segment_size

@@ -13,6 +13,7 @@ from pathlib import Path
 import attrs
 
 MIB = 1 << 20
+SPLIT_BYTES = 128 * MIB  # Spark's own default for files (spark.sql.files.maxPartitionBytes)
 
 
 class OptionError(ValueError):
@@ -91,7 +92,7 @@ class ReadOptions:
     end_offset: int | None = None  # physical offset, exclusive
     body_as_text: bool = False
     properties: bool = False  # decode each protocol's properties into the `properties` map
-    split_bytes: int = 64 * MIB
+    split_bytes: int = SPLIT_BYTES
     batch_rows: int = 65536
     durable_only: bool = False  # stop at the newest checkpoint (fsynced) instead of the tail
 
@@ -110,7 +111,7 @@ class ReadOptions:
             end_offset=parse_int(options, "endOffset", None),
             body_as_text=parse_bool(options, "bodyAsText", False),
             properties=parse_bool(options, "decodeProperties", False),
-            split_bytes=parse_int(options, "splitBytes", 64 * MIB, low=4096),
+            split_bytes=parse_int(options, "splitBytes", SPLIT_BYTES, low=4096),
             batch_rows=parse_int(options, "batchRows", 65536, low=1),
             durable_only=parse_bool(options, "durableOnly", False),
         )

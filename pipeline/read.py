@@ -15,7 +15,7 @@ from herald.pipeline.columns import FIELD_NAMES, BatchBuilder
 from herald.pipeline.log_view import LogView, Split, splits
 from herald.pipeline.options import ReadOptions
 from herald.pipeline.records import Segment, first_record, hop
-from herald.pipeline.scan import message_starts
+from herald.pipeline.scan import ScanResult, scan
 from herald.storage.mapped_file import file_name
 from herald.storage.record import MAGIC_MESSAGE, MESSAGE
 
@@ -56,13 +56,29 @@ def read_split(
             if found is None:
                 return
             at = found
-        starts = message_starts(segment, at, stop, verify).starts
         builder = BatchBuilder(options, queues)
-        rows = options.batch_rows
-        for lo in range(0, len(starts), rows):
-            batch = builder.build(segment, starts[lo : lo + rows])
+        for starts in _batches(scan(segment, at, stop, verify, ScanResult()), options.batch_rows):
+            batch = builder.build(segment, starts)
             if batch is not None:
                 yield batch
+
+
+def _batches(parts: Iterator[pa.Array], rows: int) -> Iterator[pa.Array]:
+    """The starts of `parts` regrouped into arrays of `rows` (the last one shorter)."""
+    held: list[pa.Array] = []
+    count = 0
+    for part in parts:
+        held.append(part)
+        count += len(part)
+        if count >= rows:
+            pending = pa.concat_arrays(held) if len(held) > 1 else held[0]
+            cut = count - count % rows
+            for lo in range(0, cut, rows):
+                yield pending.slice(lo, rows)
+            held = [pending.slice(cut)] if cut < count else []
+            count -= cut
+    if count:
+        yield pa.concat_arrays(held) if len(held) > 1 else held[0]
 
 
 def first_store_ms(root: Path, start: int) -> int | None:
