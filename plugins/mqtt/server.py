@@ -38,6 +38,8 @@ PROTOCOL = "mqtt"
 SUBPROTOCOLS = ("mqtt", "mqttv3.1")
 _READ_SIZE = 65536
 _LOST = (trio.BrokenResourceError, trio.ClosedResourceError)
+WRITER_IDLE_S = 1.0
+"""How long a connection's writer task waits for output before it ends (`_write`)."""
 
 
 class Transport(Protocol):
@@ -152,10 +154,14 @@ async def run_connection(
     context.deadlines.add(session)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_read, session, transport)
-            await _write(session, transport)
-            nursery.cancel_scope.cancel()
+            ending = nursery.cancel_scope  # a writer cancels it once the session is done
+            session.spawn_writer = partial(nursery.start_soon, _write, session, transport, ending)
+            await _read(session, transport)
+            if not session.writer_running:  # the reader ended: flush what is left
+                session.writer_running = True
+                await _write(session, transport, ending)
     finally:
+        session.spawn_writer = None
         context.deadlines.remove(session)
         session.teardown()
         broker.connections.close(connection, session.close_reason)
@@ -178,20 +184,35 @@ async def _read(session: Session, transport: Transport) -> None:
         session.connection_lost(f"connection lost: {exc or type(exc).__name__}")
 
 
-async def _write(session: Session, transport: Transport) -> None:
-    while True:
-        data = session.data_to_send()
-        if data:
-            try:
-                await transport.send(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                session.connection_lost("connection lost while writing")
+async def _write(session: Session, transport: Transport, ending: trio.CancelScope) -> None:
+    """Write what the session produces; started by the session when it has output and no
+    writer runs, it ends after WRITER_IDLE_S without output: an idle connection costs one
+    task (the reader), not two. When the session is done it cancels `ending`, the reader's
+    scope (it has written all there was, so nothing of its own is cut short)."""
+    idle = False
+    try:
+        while True:
+            data = session.data_to_send()
+            if data:
+                idle = False
+                try:
+                    await transport.send(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    session.connection_lost("connection lost while writing")
+                    ending.cancel()
+                    return
+                session.written()
+                continue
+            if session.done:
+                ending.cancel()
                 return
-            session.written()
-            continue
-        if session.done:
-            return
-        await session.wait_output()
+            if idle and not session.output_pending():
+                return  # no await since the check: a later `_wake` starts a new writer
+            with trio.move_on_after(WRITER_IDLE_S) as waiting:
+                await session.wait_output()
+            idle = waiting.cancelled_caught
+    finally:
+        session.writer_running = False
 
 
 async def serve_websocket(
