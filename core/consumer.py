@@ -52,13 +52,20 @@ class SharedLimit:
         limit = self.byte_limit
         return not (limit and self.bytes >= limit)
 
-    def release(self, size: int) -> None:
-        was_full = not self.has_credit()
-        self.count -= 1
-        self.bytes -= size
-        if was_full:
-            for consumer in list(self.consumers):
-                consumer.queue.dispatch()
+    def release(self, size: int) -> bool:
+        """Give back one entry's credit; True if the window was full, so that every queue
+        of its consumers has been dispatched again here (callers then need not)."""
+        count, held = self.count, self.bytes
+        self.count = count - 1
+        self.bytes = held - size
+        limit = self.count_limit
+        if not (limit and count >= limit):
+            limit = self.byte_limit
+            if not (limit and held >= limit):
+                return False
+        for consumer in list(self.consumers):
+            consumer.queue.dispatch()
+        return True
 
 
 class Consumer:

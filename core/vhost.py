@@ -415,9 +415,11 @@ class VirtualHost:
         return list(queues)
 
     def _deliver(self, message: Message, targets: Collection[Queue]) -> PublishResult:
-        if len(targets) == 1 and not message.persistent:
+        if len(targets) == 1:
             for queue in targets:
-                if queue.accepts(message):
+                # Nothing to store (transient, or a queue without a store id: an MQTT clean
+                # session's): the publish fast path, with the same result as below.
+                if (not message.persistent or queue.store_id is None) and queue.accepts(message):
                     queue.push(message)
                     return _ROUTED_ONE
         entries: list[QueueEntry] = []

@@ -21,7 +21,7 @@ import attrs
 from herald.core.errors import ConfigError, KernelError
 from herald.core.message import Message
 from herald.core.vhost import PublishResult
-from herald.plugins.mqtt.codec import Properties
+from herald.plugins.mqtt.codec import NO_PROPERTIES, Properties
 from herald.plugins.mqtt.deadlines import Deadlines
 from herald.plugins.mqtt.message_codec import (
     PROTOCOL,
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from herald.plugins.mqtt.config import MQTTConfig
 
 log = logging.getLogger(__name__)
+_new_tuple = tuple.__new__
 
 PUBLISHER_KEY: Final = "x-mqtt-client-id"
 """Annotation: the publishing client id, for no-local subscriptions (set only while any exist)."""
@@ -108,24 +109,36 @@ class MQTTContext:
 
         Raises KernelError if the kernel refuses it (e.g. the exchange is gone).
         """
-        properties = message_properties(properties)
-        expiry = properties.message_expiry_interval
-        headers = dict(properties.user_properties) if properties.user_properties else None
+        if properties is NO_PROPERTIES:  # the usual case (all of MQTT 3.1.1): nothing to map
+            headers = expiry = None
+        else:
+            properties = message_properties(properties)
+            expiry = properties.message_expiry_interval
+            headers = dict(properties.user_properties) if properties.user_properties else None
+        # Positional arguments, the stored form's tuple without NamedTuple.__new__, the vhost
+        # by dict: this runs once per PUBLISH.
         message = Message(
             PROTOCOL,
             pack(qos, retain, properties, payload),
             self.config.exchange,
             routing_key(topic),
             len(payload),
-            headers=headers,
-            persistent=qos > 0,
-            expiration_ms=expiry * 1000 if expiry is not None else None,
-            annotations={PUBLISHER_KEY: client_id} if self.no_local_subscriptions else None,
+            headers,
+            qos > 0,
+            0,
+            expiry * 1000 if expiry is not None else None,
+            None,
+            time.time(),
+            {PUBLISHER_KEY: client_id} if self.no_local_subscriptions else None,
         )
+        vhost = self.broker.vhosts.get(self.vhost_name)
+        if vhost is None:
+            vhost = self.vhost  # raises NotAllowed, as before
         outer = self.routing  # restored after: publishing may nest
-        self.routing = Routing(message, StoredPublish(qos, retain, properties, payload))
+        stored = _new_tuple(StoredPublish, (qos, retain, properties, payload))
+        self.routing = Routing(message, stored)
         try:
-            result = self.vhost.publish(message)
+            result = vhost.publish(message)
         finally:
             self.routing = outer
         ticket = result.ticket

@@ -107,7 +107,16 @@ class Outbound:
             )
         packet_id = None
         if qos:
-            packet_id = self._packet_id(state, pending_id)
+            packet_id = self._next_id
+            if (
+                pending_id is None
+                and packet_id not in self.inflight
+                and not state.awaiting_pubcomp
+                and not state.pending_ids
+            ):
+                self._next_id = packet_id % 65535 + 1  # `_packet_id`'s usual case, inlined
+            else:
+                packet_id = self._packet_id(state, pending_id)
             dup = entry.delivery_count > 0
             packet = Publish(topic, stored.payload, qos, retain, dup, packet_id, properties)
         elif retain or properties is not NO_PROPERTIES or annotations is not None:
@@ -141,7 +150,10 @@ class Outbound:
     def puback(self, packet_id: int) -> None:
         entry = self.inflight.pop(packet_id, None)
         if entry is not None:
-            self._settle(entry)
+            try:  # `_settle`, inlined: once per QoS 1 delivery
+                entry.queue.ack(entry)
+            except KernelError as exc:
+                log.debug("ack of %r ignored: %s", entry, exc)
 
     def pubrec(self, packet_id: int, reason_code: int) -> None:
         state = self.session.state

@@ -147,6 +147,8 @@ class Session:
                         if self.done:
                             break
                     self.inbound.publish(packet)  # type: ignore[arg-type]
+                elif kind is PubAck:  # as `_handle` would, one call less per delivery
+                    self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
                 elif kind is Connect:
                     self._connect_received = True
                     await self._connect(packet)  # type: ignore[arg-type]

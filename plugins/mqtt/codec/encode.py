@@ -45,6 +45,9 @@ _Encoder = Callable[[Any, int], bytes]
 _PINGREQ: Final = b"\xc0\x00"
 _PINGRESP: Final = b"\xd0\x00"
 _FIRST_BYTES: Final = tuple(bytes((n,)) for n in range(256))
+_VARINT_1: Final = _FIRST_BYTES[:128]
+"""Remaining lengths below 128 as their one-byte varint (no call on the delivery path)."""
+_pack_u16 = U16.pack
 
 
 def encode_packet(packet: Packet, version: int) -> bytes:
@@ -116,7 +119,10 @@ def _publish(p: Publish, version: int) -> bytes:
     if qos:
         if p.dup:
             first |= 0x08
-        head += _packet_id(p.packet_id, "PUBLISH with QoS > 0")
+        packet_id = p.packet_id
+        if packet_id is None or not 0 < packet_id < 0x10000:
+            _packet_id(packet_id, "PUBLISH with QoS > 0")  # raises
+        head += _pack_u16(packet_id)
     elif p.dup or p.packet_id is not None:
         raise LocalProtocolError("PUBLISH with QoS 0 has no DUP flag and no packet identifier")
     if version == 5:
@@ -126,7 +132,9 @@ def _publish(p: Publish, version: int) -> bytes:
     elif not topic:
         raise LocalProtocolError("PUBLISH with an empty topic name")
     payload = p.payload
-    data = b"".join((_FIRST_BYTES[first], encode_varint(len(head) + len(payload)), head, payload))
+    length = len(head) + len(payload)
+    size = _VARINT_1[length] if length < 128 else encode_varint(length)
+    data = b"".join((_FIRST_BYTES[first], size, head, payload))
     if not qos:
         last[0], last[1], last[2] = p, version, data
     return data
@@ -150,7 +158,10 @@ def _make_ack_encoder(ptype: PacketType) -> _Encoder:
     prefix = bytes((first, 2))
 
     def encode(p: PubAck | PubRec | PubRel | PubComp, version: int) -> bytes:
-        packet_id = _packet_id(p.packet_id, ptype.name)
+        value = p.packet_id
+        if value is None or not 0 < value < 0x10000:
+            _packet_id(value, ptype.name)  # raises
+        packet_id = _pack_u16(value)
         if version < 5 or (not p.reason_code and _no_properties(p.properties)):
             return prefix + packet_id
         code = bytes((_reason(p.reason_code, ptype),))
