@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import shutil
 import struct
+from bisect import bisect_right
 from collections.abc import Iterator
+from operator import itemgetter
 from pathlib import Path
 
 from herald.storage.mapped_file import PAGE, MappedFile, file_name, parse_name
@@ -37,6 +39,7 @@ CHUNK = 2048
 
 Entry = tuple[int, int, int, int, int, int]
 """(log offset, record size, stored-bytes length, body size, target count, queue offset)."""
+_QUEUE_OFFSET = itemgetter(5)
 
 
 def directory_name(queue_id: int, generation: int) -> str:
@@ -205,7 +208,9 @@ class ConsumeQueue:
 
     def collect(self, begin: int, last_offset: int, limit: int, skip: set[int]) -> list[Entry]:
         """Up to `limit` entries from index `begin` on whose offset is at most `last_offset`,
-        leaving out the indexes in `skip`: one `pread` per file touched, in the usual case."""
+        leaving out the indexes in `skip`: one `pread` per file touched, in the usual case.
+        Without `skip` (a swapped queue read in order) a chunk is taken whole, not an entry
+        at a time: this runs once per message read back."""
         found: list[Entry] = []
         append = found.append
         per_file = self.per_file
@@ -227,14 +232,13 @@ class ConsumeQueue:
                             left -= 1
                             if not left:
                                 return found
-                else:
-                    for entry in ENTRY.iter_unpack(data):
-                        if entry[5] > last_offset:
-                            return found
-                        append(entry)
-                        left -= 1
-                        if not left:
-                            return found
+                else:  # no more entries than `left` were read: keep all up to `last_offset`
+                    chunk = list(ENTRY.iter_unpack(data))
+                    if chunk and chunk[-1][5] > last_offset:  # offsets only grow
+                        found += chunk[: bisect_right(chunk, last_offset, key=_QUEUE_OFFSET)]
+                        return found
+                    found += chunk
+                    left -= len(chunk)
             index = stop
         return found
 
