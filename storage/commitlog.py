@@ -49,6 +49,7 @@ from herald.storage.flush import GroupCommit
 from herald.storage.housekeeping import Housekeeper
 from herald.storage.mapped_file import (
     NO_SPACE,
+    PWRITE_FROM,
     MappedFile,
     MappedFileQueue,
     Writer,
@@ -196,7 +197,11 @@ class CommitLogStore:
             file = log_files.files[log_files.segment_start(position)]
         at = position - file.start
         try:
-            self._write(file, at, (pending.head(position), pending.body))
+            if space < PWRITE_FROM and self._write is write_record:
+                # The default writer's copy into the map, inlined: a small record's path.
+                file.map[at : at + space] = pending.head(position) + pending.body
+            else:
+                self._write(file, at, (pending.head(position), pending.body))
         except OSError as exc:
             with contextlib.suppress(OSError, ValueError):  # leave no partial record behind
                 file.map[at : at + space] = bytes(space)
@@ -272,11 +277,23 @@ class CommitLogStore:
             pending = rec.encode_message(message, raw, targets, store_ms)
         except ValueError as exc:
             raise InternalError(str(exc)) from None
+        state = self.state
         if len(targets) == 1:
-            pairs: Sequence[tuple[int, int]] = ((targets[0].queue_id, targets[0].queue_offset),)
+            target = targets[0]
+            try:
+                queue = state.ready_single(target.queue_id, target.queue_offset)
+            except OSError as exc:
+                raise self.disk_error(exc) from None
+            if queue is not None:
+                position = self._put(pending)
+                state.on_single(
+                    queue, position, pending.size, len(raw), message.body_size,
+                    target.queue_offset, message.message_id, store_ms,
+                )  # fmt: skip
+                return position + pending.space
+            pairs: Sequence[tuple[int, int]] = ((target.queue_id, target.queue_offset),)
         else:
             pairs = [(t.queue_id, t.queue_offset) for t in targets]
-        state = self.state
         refused = state.check_offsets(pairs)
         if refused is not None:
             raise InternalError(f"the store's queue offsets only grow: {refused}")
@@ -286,13 +303,7 @@ class CommitLogStore:
             raise self.disk_error(exc) from None
         position = self._put(pending)
         state.on_message(
-            position,
-            pending.size,
-            len(raw),
-            message.body_size,
-            pairs,
-            message.message_id,
-            store_ms,
+            position, pending.size, len(raw), message.body_size, pairs, message.message_id, store_ms
         )
         return position + pending.space
 
@@ -323,14 +334,15 @@ class CommitLogStore:
         state = self.state.queues.get(queue_id)
         if state is None:
             return
-        index = state.find(queue_offset)
-        if index is not None:
+        found = state.find_entry(queue_offset)
+        if found is not None:
             offsets = self._acks.get(queue_id)
             if offsets is None:
                 self._acks[queue_id] = [queue_offset]
             else:
                 offsets.append(queue_offset)
-            self.state.ledger.drop_index(state, index)
+            state.mark_done(found[0])
+            self.state.ledger.release_entry(state, found[1])
             self._ack_count += 1
             if self._ack_count >= ACKS_PER_RECORD:
                 self.flush_acks()

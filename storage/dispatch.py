@@ -74,6 +74,36 @@ class StoreState:
             if cq.length // cq.per_file not in cq.files:
                 cq.reserve()
 
+    def ready_single(self, queue_id: int, offset: int) -> QueueState | None:
+        """The queue of a one-target message whose offset grows and whose consume queue has
+        room (made here, may raise OSError); None sends it the general way (`check_offsets`,
+        `reserve`, `on_message`). The publishing path's common case, looked up once."""
+        state = self.ledger.queues.get(queue_id)
+        if state is None or offset < state.next_offset:
+            return None
+        cq = state.cq
+        if cq.length // cq.per_file not in cq.files:
+            cq.reserve()
+        return state
+
+    def on_single(
+        self,
+        state: QueueState,
+        position: int,
+        size: int,
+        raw_length: int,
+        body_size: int,
+        offset: int,
+        message_id: str | None,
+        store_ms: int,
+    ) -> None:
+        """`on_message` for a queue `ready_single` returned, the record written at `position`."""
+        state.next_offset = offset + 1
+        state.cq.put(position, size, raw_length, body_size, 1, offset)
+        self.ledger.add_message(position, raw_length, 1)
+        if message_id is not None and self.index is not None:
+            self.index_put(message_id, position, store_ms)
+
     def check_offsets(self, targets: Sequence[tuple[int, int]]) -> str | None:
         """Why a message cannot go to `targets` (None if it can): each queue's offsets must
         grow, so that its consume queue stays sorted by offset."""
@@ -105,20 +135,15 @@ class StoreState:
         message_id: str | None,
         store_ms: int,
     ) -> None:
-        queues = self.ledger.queues
         if len(targets) == 1:  # the common case, without the lists
             queue_id, offset = targets[0]
-            state = queues.get(queue_id)
-            if state is not None and offset >= state.next_offset:
-                state.next_offset = offset + 1
-                cq = state.cq
-                if cq.length // cq.per_file not in cq.files:
-                    cq.reserve()
-                cq.put(position, size, raw_length, body_size, 1, offset)
-                self.ledger.add_message(position, raw_length, 1)
-                if message_id is not None and self.index is not None:
-                    self.index_put(message_id, position, store_ms)
+            state = self.ready_single(queue_id, offset)
+            if state is not None:
+                self.on_single(
+                    state, position, size, raw_length, body_size, offset, message_id, store_ms
+                )
                 return
+        queues = self.ledger.queues
         accepted = []
         for queue_id, offset in targets:
             state = queues.get(queue_id)

@@ -56,6 +56,13 @@ class QueueState:
             return None
         return index
 
+    def find_entry(self, offset: int) -> tuple[int, Entry] | None:
+        """(entry index, entry) of the live entry at queue `offset`, or None."""
+        found = self.cq.find_entry(offset, self.low, self.next_offset - 1)
+        if found is None or found[0] in self.acked:
+            return None
+        return found
+
     def live_entries(self, begin: int = 0, chunk: int = CHUNK) -> Iterator[tuple[int, Entry]]:
         """(index, entry) of every live entry from index `begin` on, in order; the consume
         queue is read `chunk` entries at a time."""
@@ -107,8 +114,11 @@ class Ledger:
         """The live entry `index` of `state` is done (acked, or unreadable)."""
         state.mark_done(index)
         entry = state.cq.entry(index)
-        if entry is None:
-            return
+        if entry is not None:
+            self.release_entry(state, entry)
+
+    def release_entry(self, state: QueueState, entry: Entry) -> None:
+        """`entry` of `state`, marked done, leaves the totals (and its delivery count)."""
         position, _, raw_length, _, targets, offset = entry
         if state.counts:
             state.counts.pop(offset, None)
