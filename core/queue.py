@@ -8,7 +8,7 @@ requeued (back at its original place, delivery count + 1).
 Everything here is synchronous and non-blocking: a publish, an ack or a credit change runs the
 dispatch loop in the caller's task, which is what makes the kernel fast on one core.
 Durable state goes through the store: persistent messages in durable queues are appended
-(by the virtual host, once per message) and acked here.
+once per message (here when it has one queue, by the virtual host for several) and acked here.
 
 TTL follows RabbitMQ (x-message-ttl and per-message expiration, the lower wins), with one
 improvement: an expired message leaves when its time comes even if it is not at the head.
@@ -35,7 +35,7 @@ from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
 from herald.core.queue_swap import QueueSwap
 from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
-from herald.core.store import QueueRange, StoredEntry
+from herald.core.store import QueueRange, QueueTarget, StoredEntry
 from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
@@ -130,24 +130,35 @@ class Queue:
         if entry.expires_at is not None:
             self.clock.track(entry)
 
-    def push(self, message: Message) -> None:
-        """Enqueue and dispatch a message that needs no storing: the publish fast path.
+    def push(self, message: Message) -> int | None:
+        """Enqueue and dispatch a message routed to this queue alone: the publish fast path.
 
-        When nothing is waiting and a consumer has credit, the entry goes straight to it,
-        without passing through the ready list (the common case of consumers keeping up).
+        A persistent message in a durable queue is appended to the store first (a refusal
+        raises and changes nothing); the store's durability ticket is returned (None if not
+        stored). When nothing is waiting and a consumer has credit, the entry goes straight
+        to it, without passing through the ready list (consumers keeping up).
         """
+        offset = self.next_offset
+        stored = self.store_id if message.persistent else None
+        ticket = None
+        if stored is not None:
+            ticket = self._store.append(message, (QueueTarget(stored, offset),))
+        self.next_offset = offset + 1
+        self._published += 1
+        entry = self.new_entry(message, offset, 0)
+        if stored is not None:
+            entry.stored = stored
         if not self.ready.count and self.consumers and not self._dispatching:
             consumer = self.consumers.next_with_credit()
             if consumer is not None:
-                entry = self.new_entry(message, self.next_offset, 0)
-                self.next_offset += 1
-                self._published += 1
                 self._delivered += 1
                 self._hand_over(consumer, entry)
-                return
-        self.admit(self.enqueue(message))
+                return ticket
+        self.ready.push(entry)
+        self.admit(entry)
         self.dispatch()
         self.enforce_limits()
+        return ticket
 
     def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
         """Put back a message recovered from the store, at its stored offset."""

@@ -417,11 +417,13 @@ class VirtualHost:
     def _deliver(self, message: Message, targets: Collection[Queue]) -> PublishResult:
         if len(targets) == 1:
             for queue in targets:
-                # Nothing to store (transient, or a queue without a store id: an MQTT clean
-                # session's): the publish fast path, with the same result as below.
-                if (not message.persistent or queue.store_id is None) and queue.accepts(message):
-                    queue.push(message)
-                    return _ROUTED_ONE
+                # One queue: the publish fast path (stored there if need be), with the same
+                # result as below.
+                if queue.accepts(message):
+                    ticket = queue.push(message)
+                    if ticket is None:
+                        return _ROUTED_ONE
+                    return PublishResult(RouteStatus.ROUTED, 1, ticket)
         entries: list[QueueEntry] = []
         refused: list[Queue] = []
         for queue in targets:
