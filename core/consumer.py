@@ -12,7 +12,7 @@ Its methods are synchronous and must not block; they run inside the queue's disp
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Set
 from typing import TYPE_CHECKING, Any, Protocol
 
 from herald.core.errors import AccessRefused, PreconditionFailed
@@ -33,8 +33,12 @@ class DeliverySink(Protocol):
         """The broker ended the consumer (queue deleted): tell the client if it can hear it."""
 
 
+_NO_CONSUMERS: frozenset[Consumer] = frozenset()
+
+
 class SharedLimit:
-    """A credit window shared by several consumers (AMQP channel-wide prefetch)."""
+    """A credit window shared by several consumers (AMQP channel-wide prefetch, an MQTT
+    session's Receive Maximum)."""
 
     __slots__ = ("byte_limit", "bytes", "consumers", "count", "count_limit")
 
@@ -43,7 +47,20 @@ class SharedLimit:
         self.byte_limit = byte_limit
         self.count = 0
         self.bytes = 0
-        self.consumers: set[Consumer] = set()
+        self.consumers: Set[Consumer] = _NO_CONSUMERS
+        """Read-only: `add` and `discard` change it (a set of its own from the first one on;
+        an idle MQTT connection has a window and no consumer)."""
+
+    def add(self, consumer: Consumer) -> None:
+        consumers = self.consumers
+        if not isinstance(consumers, set):
+            self.consumers = consumers = set(consumers)
+        consumers.add(consumer)
+
+    def discard(self, consumer: Consumer) -> None:
+        consumers = self.consumers
+        if isinstance(consumers, set):
+            consumers.discard(consumer)
 
     def has_credit(self) -> bool:
         limit = self.count_limit
@@ -117,7 +134,7 @@ class Consumer:
         self.suspended = False
         self.active = True
         if limit is not None:
-            limit.consumers.add(self)
+            limit.add(self)
 
     def __repr__(self) -> str:
         return f"<Consumer {self.tag!r} on {self.queue.name!r}>"
@@ -151,7 +168,7 @@ class Consumer:
 
     def detach_limit(self) -> None:
         if self.limit is not None:
-            self.limit.consumers.discard(self)
+            self.limit.discard(self)
 
 
 class ConsumerSet:

@@ -8,10 +8,10 @@ connection carry on (DESIGN.md: a crash in one connection closes that connection
 
 from __future__ import annotations
 
+import errno
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
-from functools import partial
 
 import trio
 
@@ -21,6 +21,15 @@ from herald.core.plugin_types import Listener
 log = logging.getLogger(__name__)
 
 Handler = Callable[[trio.abc.Stream], Awaitable[None]]
+
+# What trio.serve_listeners retries after a pause: the process or system is out of descriptors
+# or memory; other accept errors end the listener.
+_ACCEPT_CAPACITY_ERRNOS = frozenset(
+    getattr(errno, name)
+    for name in ("EMFILE", "ENFILE", "ENOMEM", "ENOBUFS")
+    if hasattr(errno, name)
+)
+_ACCEPT_RETRY_S = 0.1
 
 
 def peer_name(stream: trio.abc.Stream) -> str:
@@ -82,20 +91,35 @@ async def serve_tcp(
     for t in tcp:
         sockname = t.socket.getsockname()
         bound.append(Listener(protocol, transport, sockname[0], sockname[1]))
-    await trio.serve_listeners(
-        partial(_guarded, handler, protocol),
-        listeners,
-        handler_nursery=None,
-        task_status=_Relay(task_status, bound),
-    )
+    async with trio.open_nursery() as nursery:
+        for listener in listeners:
+            nursery.start_soon(_accept, listener, handler, protocol, nursery)
+        task_status.started(bound)
 
 
-class _Relay:
-    """Reports our Listener values instead of trio's listener objects."""
-
-    def __init__(self, task_status: trio.TaskStatus[list[Listener]], bound: list[Listener]):
-        self._task_status = task_status
-        self._bound = bound
-
-    def started(self, value: object = None) -> None:
-        self._task_status.started(self._bound)
+async def _accept(
+    listener: trio.abc.Listener[trio.abc.Stream],
+    handler: Handler,
+    protocol: str,
+    nursery: trio.Nursery,
+) -> None:
+    """`trio.serve_listeners` minus its `_run_handler` task frame (`_guarded` closes the
+    stream) and its per-task name string: 10,000 idle connections hold one handler task each."""
+    name = f"{protocol} connection"
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                    raise
+                log.error(
+                    "%s: accept failed (%s); retrying in %s s",
+                    protocol,
+                    errno.errorcode[exc.errno],
+                    _ACCEPT_RETRY_S,
+                    exc_info=True,
+                )
+                await trio.sleep(_ACCEPT_RETRY_S)
+            else:
+                nursery.start_soon(_guarded, handler, protocol, stream, name=name)

@@ -111,14 +111,14 @@ class Inbound:
             self._reply(PubAck(packet_id, code, self._reason(reason)))
         else:
             if code < 0x80:
-                state.inbound_qos2.add(packet_id)
+                state.qos2_routed(packet_id)
             self._reply(PubRec(packet_id, code, self._reason(reason)))
 
     def pubrel(self, packet: PubRel) -> None:
         state = self.session.state
         assert state is not None
         if packet.packet_id in state.inbound_qos2:
-            state.inbound_qos2.discard(packet.packet_id)
+            state.qos2_released(packet.packet_id)
             self._reply(PubComp(packet.packet_id))
         else:
             self._reply(PubComp(packet.packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))

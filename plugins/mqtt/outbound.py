@@ -163,7 +163,7 @@ class Outbound:
             self._settle(entry)
             if reason_code >= 0x80:
                 return  # the client refused it: the exchange ends here
-            state.awaiting_pubcomp.add(packet_id)
+            state.pubrel_sent(packet_id)
             self.session.send(PubRel(packet_id))
         elif packet_id in state.awaiting_pubcomp:
             self.session.send(PubRel(packet_id))  # our PUBREL crossed a resent PUBREC
@@ -173,7 +173,7 @@ class Outbound:
     def pubcomp(self, packet_id: int) -> None:
         state = self.session.state
         if state is not None:
-            state.awaiting_pubcomp.discard(packet_id)
+            state.pubcomp_received(packet_id)
 
     # -- session lifecycle -------------------------------------------------------------------
     def resend_pubrels(self) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 KIND: Final = "mqtt.session"
 QUEUE_PREFIX: Final = "mqtt-subscription-"
 SHARED_QUEUE_PREFIX: Final = "mqtt-shared-"
+_NO_IDS: frozenset[int] = frozenset()
+"""The packet id sets of `SessionState` until their first id: most sessions never use QoS 2."""
 
 
 def queue_name(client_id: str) -> str:
@@ -60,11 +62,14 @@ class SessionState:
     pending_ids: dict[tuple[str, int], int] = attrs.field(factory=dict)
     """Packet ids of deliveries the client had not acked, by (queue name, queue offset):
     a redelivery after reconnecting reuses the original id (MQTT 3.1.1 section 4.4)."""
-    awaiting_pubcomp: set[int] = attrs.field(factory=set)
-    """Outbound QoS 2 ids whose PUBREL was sent: resent on reconnect until PUBCOMP."""
-    inbound_qos2: set[int] = attrs.field(factory=set)
+    awaiting_pubcomp: Set[int] = _NO_IDS
+    """Outbound QoS 2 ids whose PUBREL was sent: resent on reconnect until PUBCOMP. Changed
+    only by `pubrel_sent` and `pubcomp_received` (read-only here: it may be the shared
+    empty set)."""
+    inbound_qos2: Set[int] = _NO_IDS
     """Inbound QoS 2 ids routed and PUBREC'd, waiting for PUBREL: a resent PUBLISH with one of
-    these ids is not routed again (exactly once)."""
+    these ids is not routed again (exactly once). Changed only by `qos2_routed` and
+    `qos2_released`."""
     live: Any = None
     """The connected `Session`, or None."""
     disconnected_at: float | None = None
@@ -72,6 +77,18 @@ class SessionState:
     pending_will: Will | None = None
     """A will waiting for its delay (MQTT 5 Will Delay Interval) to pass."""
     will_timer: TimerHandle | None = None
+
+    def pubrel_sent(self, packet_id: int) -> None:
+        self.awaiting_pubcomp = _with(self.awaiting_pubcomp, packet_id)
+
+    def pubcomp_received(self, packet_id: int) -> None:
+        _discard(self.awaiting_pubcomp, packet_id)
+
+    def qos2_routed(self, packet_id: int) -> None:
+        self.inbound_qos2 = _with(self.inbound_qos2, packet_id)
+
+    def qos2_released(self, packet_id: int) -> None:
+        _discard(self.inbound_qos2, packet_id)
 
     @property
     def persistent(self) -> bool:
@@ -89,6 +106,18 @@ class SessionState:
             "subscriptions": [s.to_json() for s in self.subscriptions],
             "disconnected_at": self.disconnected_at,
         }
+
+
+def _with(ids: Set[int], packet_id: int) -> set[int]:
+    """`ids` with `packet_id` added: a set of its own in place of the shared empty one."""
+    owned = ids if isinstance(ids, set) else set(ids)
+    owned.add(packet_id)
+    return owned
+
+
+def _discard(ids: Set[int], packet_id: int) -> None:
+    if isinstance(ids, set):
+        ids.discard(packet_id)
 
 
 class SessionRegistry:

@@ -1,12 +1,14 @@
 """The Trio adapter: MQTT over TCP and over WebSocket, feeding `Session`; no protocol decisions.
 
-Per connection, one nursery: a reader (bytes or WebSocket messages into `Session.receive`,
-paused while a resource alarm blocks a publisher), a writer (everything the session produced,
-in one write), and a timer task (handshake and keep alive deadlines). The writer finishing —
-the session is done and its last bytes are out — ends the connection; then the socket lingers
-(write side shut, reading and discarding for `close_timeout`), so a client that is still
-sending does not make the kernel answer with a reset that destroys the last DISCONNECT or
-CONNACK before the client read it. TCP and WebSocket connections both run on
+Per connection, one task, the reader (bytes or WebSocket messages into `Session.receive`,
+paused while a resource alarm blocks a publisher), in a cancel scope; a writer task
+(everything the session produced, in one write) runs in the plugin's nursery only while there
+is output, and the handshake and keep alive deadlines of all sessions share one task
+(deadlines.py): an idle connection is what MQTT brokers hold by the ten thousand. The writer
+finishing — the session is done and its last bytes are out — ends the connection; then the
+socket lingers (write side shut, reading and discarding for `close_timeout`), so a client that
+is still sending does not make the kernel answer with a reset that destroys the last
+DISCONNECT or CONNACK before the client read it. TCP and WebSocket connections both run on
 `herald.core.listeners.serve_tcp`, which isolates each handler's failures and closes every
 stream when its handler returns (WebSocket ones too: trio-websocket's own server would wait
 forever for a client that never answers the server's Close).
@@ -14,7 +16,9 @@ forever for a client that never answers the server's Close).
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import ssl
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +44,7 @@ _READ_SIZE = 65536
 _LOST = (trio.BrokenResourceError, trio.ClosedResourceError)
 WRITER_IDLE_S = 1.0
 """How long a connection's writer task waits for output before it ends (`_write`)."""
+_WRITER_NAME = "mqtt connection writer"  # one string, not a name made per task by Trio
 
 
 class Transport(Protocol):
@@ -53,12 +58,49 @@ class Transport(Protocol):
 
 
 class StreamTransport:
+    """MQTT over a TCP or TLS stream.
+
+    A plain TCP socket is read with `os.read` and `trio.lowlevel.wait_readable`, as
+    `SocketStream.receive_some` does, but without its five coroutine frames and two context
+    managers: an idle connection waits here, and those cost 1.5 KB of each one's memory.
+    """
+
+    __slots__ = ("eof", "socket", "stream")
+
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
         self.eof = False
+        direct = type(stream) is trio.SocketStream and os.name == "posix"
+        self.socket: trio.socket.SocketType | None = stream.socket if direct else None  # type: ignore[attr-defined]
 
     async def receive(self) -> bytes:
-        data = await self.stream.receive_some(_READ_SIZE)
+        """`run_connection` has this inlined for a direct socket (no frame while idle)."""
+        sock = self.socket
+        if sock is None:
+            data = await self.stream.receive_some(_READ_SIZE)
+            self.eof = not data
+            return data
+        await trio.lowlevel.checkpoint_if_cancelled()
+        data = self.receive_now()
+        if data is None:
+            while data is None:
+                await trio.lowlevel.wait_readable(sock)
+                data = self.receive_now()
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
+
+    def receive_now(self) -> bytes | None:
+        """What the direct socket holds (b"" at EOF), None if nothing yet; errors as
+        `SocketStream.receive_some` raises them."""
+        try:
+            data = os.read(self.socket.fileno(), _READ_SIZE)  # type: ignore[union-attr]
+        except BlockingIOError:
+            return None
+        except OSError as exc:
+            if exc.errno in (errno.EBADF, errno.ENOTSOCK):
+                raise trio.ClosedResourceError("this socket was already closed") from None
+            raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
         self.eof = not data
         return data
 
@@ -79,6 +121,8 @@ class StreamTransport:
 
 class WebSocketTransport:
     """MQTT over WebSocket: binary messages, each holding any part of the byte stream."""
+
+    __slots__ = ("websocket",)
 
     def __init__(self, websocket: object) -> None:
         self.websocket = websocket
@@ -113,13 +157,9 @@ async def serve(
     config = config if config is not None else MQTTConfig()
     context = MQTTContext(broker, config)
     context.start()
-
-    async def handle_stream(stream: trio.abc.Stream) -> None:
-        transport = StreamTransport(stream)
-        await run_connection(context, transport, peer_name(stream), _host(stream), stream)
-
     tls = broker.tls_context
-    async with trio.open_nursery() as nursery:
+    async with trio.open_nursery() as nursery:  # also every connection's writer task
+        handle_stream = partial(run_connection, context, nursery)
         await nursery.start(context.deadlines.run)
         listeners: list[Listener] = await nursery.start(
             partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
@@ -130,36 +170,71 @@ async def serve(
             )
             listeners.extend(await nursery.start(partial(mqtts, ssl_context=tls)))
         if config.ws_enabled:
-            listeners.extend(await nursery.start(serve_websocket, context))
+            listeners.extend(await nursery.start(serve_websocket, context, nursery))
             if tls is not None:
-                wss = partial(serve_websocket, context, config.wss_port, tls)
+                wss = partial(serve_websocket, context, nursery, config.wss_port, tls)
                 listeners.extend(await nursery.start(wss))
         task_status.started(listeners)
 
 
 async def run_connection(
     context: MQTTContext,
-    transport: Transport,
-    peer: str,
-    peer_host: str | None,
-    stream: trio.abc.Stream | None = None,
+    writers: trio.Nursery,
+    stream: trio.abc.Stream,
+    transport: Transport | None = None,
 ) -> None:
     """Serve one client until either side ends the connection; `stream` is the accepted one
-    (TLS for mqtts and wss: its client certificate may log in, core/cert_login.py)."""
+    (TLS for mqtts and wss: its client certificate may log in, core/cert_login.py), the
+    transport over it a `StreamTransport` unless given. The writer runs in `writers`.
+
+    This task is the reader, and the one task an idle connection has: it reads in this frame,
+    not in a nested coroutine, and has a cancel scope but no nursery of its own (each frame,
+    nursery and partial is some 250-1000 bytes of each of 10,000 idle connections).
+    """
+    if transport is None:
+        transport = StreamTransport(stream)
     broker = context.broker
-    connection = broker.connections.open(PROTOCOL, peer)
+    connection = broker.connections.open(PROTOCOL, peer_name(stream))
     connection.tls = TLSPeer.of(stream)
-    session = Session(context, connection, peer_host)
+    session = Session(context, connection, _host(stream))
     connection.closer = session.close_from_broker
     context.deadlines.add(session)
     try:
-        async with trio.open_nursery() as nursery:
-            ending = nursery.cancel_scope  # a writer cancels it once the session is done
-            session.spawn_writer = partial(nursery.start_soon, _write, session, transport, ending)
-            await _read(session, transport)
+        with trio.CancelScope() as ending:  # a writer cancels it once the session is done
+            writer = _Writer(session, transport, writers, ending)
+            session.spawn_writer = writer  # not a bound method: one object less
+            alarms = broker.alarms
+            direct = None  # a StreamTransport whose socket this loop reads itself
+            if type(transport) is StreamTransport and transport.socket is not None:
+                direct = transport
+            try:
+                while not session.done:
+                    if session.reading_paused:
+                        await alarms.wait_publish_allowed()
+                        continue
+                    if direct is None:
+                        data = await transport.receive()
+                    else:  # `StreamTransport.receive` inlined
+                        await trio.lowlevel.checkpoint_if_cancelled()
+                        data = direct.receive_now()
+                        if data is None:
+                            while data is None:
+                                await trio.lowlevel.wait_readable(direct.socket)  # type: ignore[arg-type]
+                                data = direct.receive_now()
+                        else:
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                    if not data:
+                        session.connection_lost("client closed the connection")
+                        break
+                    await session.receive(data)
+            except _LOST as exc:
+                session.connection_lost(f"connection lost: {exc or type(exc).__name__}")
             if not session.writer_running:  # the reader ended: flush what is left
                 session.writer_running = True
                 await _write(session, transport, ending)
+            while session.writer_running:  # or let the running writer finish
+                writer.stopped = trio.Event()
+                await writer.stopped.wait()
     finally:
         session.spawn_writer = None
         context.deadlines.remove(session)
@@ -168,20 +243,40 @@ async def run_connection(
     await transport.linger(context.config.close_timeout)
 
 
-async def _read(session: Session, transport: Transport) -> None:
-    alarms = session.broker.alarms
-    try:
-        while not session.done:
-            if session.reading_paused:
-                await alarms.wait_publish_allowed()
-                continue
-            data = await transport.receive()
-            if not data:
-                session.connection_lost("client closed the connection")
-                return
-            await session.receive(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        session.connection_lost(f"connection lost: {exc or type(exc).__name__}")
+class _Writer:
+    """Starts a connection's writer task when the session has output (`Session.spawn_writer`),
+    in the plugin's nursery; a writer's failure closes only its connection."""
+
+    __slots__ = ("ending", "nursery", "session", "stopped", "transport")
+
+    def __init__(
+        self,
+        session: Session,
+        transport: Transport,
+        nursery: trio.Nursery,
+        ending: trio.CancelScope,
+    ) -> None:
+        self.session = session
+        self.transport = transport
+        self.nursery = nursery
+        self.ending = ending
+        self.stopped: trio.Event | None = None  # set when a writer ends, if the reader waits
+
+    def __call__(self) -> None:
+        """Start a writer task."""
+        self.nursery.start_soon(self._run, name=_WRITER_NAME)
+
+    async def _run(self) -> None:
+        session = self.session
+        try:
+            await _write(session, self.transport, self.ending)
+        except Exception:
+            log.exception("mqtt connection writer failed; closing that connection")
+            session.connection_lost("internal error while writing")
+            self.ending.cancel()
+        finally:
+            if self.stopped is not None:
+                self.stopped.set()
 
 
 async def _write(session: Session, transport: Transport, ending: trio.CancelScope) -> None:
@@ -197,7 +292,7 @@ async def _write(session: Session, transport: Transport, ending: trio.CancelScop
                 idle = False
                 try:
                     await transport.send(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except _LOST:
                     session.connection_lost("connection lost while writing")
                     ending.cancel()
                     return
@@ -217,6 +312,7 @@ async def _write(session: Session, transport: Transport, ending: trio.CancelScop
 
 async def serve_websocket(
     context: MQTTContext,
+    writers: trio.Nursery,
     port: int | None = None,
     ssl_context: ssl.SSLContext | None = None,
     *,
@@ -228,6 +324,7 @@ async def serve_websocket(
 
     async def handle(stream: trio.abc.Stream) -> None:
         async with trio.open_nursery() as nursery:  # runs trio-websocket's reader task
+            accepted = False
             try:
                 request = None
                 with trio.move_on_after(config.handshake_timeout):
@@ -235,11 +332,18 @@ async def serve_websocket(
                         nursery, stream, max_message_size=2 * config.max_packet_size
                     )
                 if request is not None:
-                    await _websocket(context, request, stream)
+                    accepted = await _websocket(context, writers, request, stream)
             except ConnectionClosed:
                 log.debug("mqtt WebSocket client went away during the handshake")
             finally:
-                nursery.cancel_scope.cancel()
+                if accepted:
+                    # Not at once: trio-websocket's reader may still be sending a Close of its
+                    # own (1009 for a message too big), then waits for the client's. It ends
+                    # when the closing handshake closes the stream (at once after a normal
+                    # close), or is cut off after `close_timeout`, as `aclose` would be.
+                    nursery.cancel_scope.deadline = trio.current_time() + config.close_timeout
+                else:  # no handshake, or a 404: the reader has nothing left to send
+                    nursery.cancel_scope.cancel()
 
     port = config.ws_port if port is None else port
     transport = "ws" if ssl_context is None else "wss"
@@ -252,22 +356,22 @@ async def serve_websocket(
 
 
 async def _websocket(
-    context: MQTTContext, request: WebSocketRequest, stream: trio.abc.Stream
-) -> None:
+    context: MQTTContext, writers: trio.Nursery, request: WebSocketRequest, stream: trio.abc.Stream
+) -> bool:
+    """Serve one WebSocket request; False if it was rejected (a path that is not MQTT's)."""
     path = request.path.partition("?")[0]
     if path != context.config.ws_path:
         await request.reject(404, body=b"not an MQTT endpoint\n")
-        return
+        return False
     offered = request.proposed_subprotocols
     subprotocol = next((p for p in SUBPROTOCOLS if p in offered), None)
     websocket = await request.accept(subprotocol=subprotocol)
     try:
-        await run_connection(
-            context, WebSocketTransport(websocket), peer_name(stream), _host(stream), stream
-        )
+        await run_connection(context, writers, stream, WebSocketTransport(websocket))
     finally:
         with trio.move_on_after(context.config.close_timeout):
             await websocket.aclose()
+    return True
 
 
 def _host(stream: trio.abc.Stream) -> str | None:

@@ -32,7 +32,7 @@ from herald.core.errors import (
     NotAllowed,
     RemoteProtocolError,
 )
-from herald.plugins.mqtt import login
+from herald.plugins.mqtt import channels, login
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     NO_PROPERTIES,
@@ -79,14 +79,16 @@ class Session:
     """The MQTT side of one client connection."""
 
     # Slots: one Session per connection, 10,000 idle ones in the RSS target (PERFORMANCE.md);
-    # a string split keeps the 33 names in 5 lines.
+    # a string split keeps the 34 names in 5 lines.
     __slots__ = tuple(
-        "_authz _connect_received _in_flight _output _present _queued _torn_down "  # noqa: SIM905
+        "_authz _connect_received _in_flight _output _present _queued _signalled _torn_down "  # noqa: SIM905
         "_will_discarded broker can_send close_reason codec config connection context "
         "done inbound keepalive last_received opened_at outbound peer_host "
         "problem_information published spawn_writer state subscriber timer_at "
         "transport_full user version will writer_running".split()
     )
+
+    describe = channels.describe  # a method: `Connection.channels` holds it bound
 
     def __init__(self, context: MQTTContext, connection: Connection, peer_host: str | None) -> None:
         self.context = context
@@ -116,9 +118,11 @@ class Session:
         self._connect_received = False
         self._will_discarded = False
         self._torn_down = False
-        self._authz: set[tuple[str, str, str]] = set()
+        # Made on first use, as an idle connection needs neither (PERFORMANCE.md):
+        self._authz: set[tuple[str, str, str]] | None = None  # by `authorize`
+        self._output: trio.Event | None = None  # while `wait_output` waits
+        self._signalled = False  # output since the last `wait_output`
         self._queued = self._in_flight = 0
-        self._output = trio.Event()
         self.timer_at: float | None = None  # the deadline of this session's entry in Deadlines
         self.spawn_writer: Callable[[], None] | None = None  # set by the adapter (server.py)
         self.writer_running = False
@@ -174,12 +178,19 @@ class Session:
 
     def output_pending(self) -> bool:
         """Whether output was signalled since the last `wait_output`."""
-        return self._output.is_set()
+        return self._signalled
 
     async def wait_output(self) -> None:
         """Return once there is something to write, or the session is done."""
-        await self._output.wait()
-        self._output = trio.Event()
+        if self._signalled:
+            await trio.lowlevel.checkpoint()
+        else:
+            self._output = trio.Event()
+            try:
+                await self._output.wait()
+            finally:
+                self._output = None
+        self._signalled = False
 
     @property
     def reading_paused(self) -> bool:
@@ -279,13 +290,14 @@ class Session:
     def authorize(self, permission: Any, kind: str, name: str) -> None:
         """broker.authorize, remembered for the connection (AccessRefused if not allowed)."""
         key = (str(permission), kind, name)
-        if key in self._authz:
+        authz = self._authz
+        if authz is not None and key in authz:
             return
         assert self.user is not None
         self.broker.authorize(self.user, self.context.vhost_name, permission, kind, name)
-        if len(self._authz) >= 256:
-            self._authz.clear()
-        self._authz.add(key)
+        if authz is None or len(authz) >= 256:
+            self._authz = authz = set()
+        authz.add(key)
 
     def fail(self, code: int, text: str) -> None:
         """End the connection for a reason of ours; MQTT 5 clients get DISCONNECT first."""
@@ -467,29 +479,12 @@ class Session:
             log.debug("refusing CONNACK not sent: %s", exc.text)
         self.finish(text)
 
-    def describe(self) -> list[dict[str, Any]]:
-        """The MQTT session as the management API's one "channel" of this connection."""
-        state = self.state
-        if state is None:
-            return []
-        return [
-            {
-                "number": 1,
-                "client_id": state.client_id,
-                "protocol_version": self.version,
-                "session_expiry": state.expiry,
-                "subscriptions": [
-                    {"filter": sub.text, "qos": sub.qos} for sub in state.subscriptions
-                ],
-                "unacked": len(self.outbound.inflight),
-                "keepalive": self.keepalive,
-            }
-        ]
-
     # -- internals ---------------------------------------------------------------------------
     def _wake(self) -> None:
-        if not self._output.is_set():
-            self._output.set()
+        if not self._signalled:
+            self._signalled = True
+            if self._output is not None:
+                self._output.set()
         if not self.writer_running and self.spawn_writer is not None:
             self.writer_running = True  # an idle connection has no writer task (server.py)
             self.spawn_writer()

@@ -58,6 +58,9 @@ from herald.plugins.mqtt.codec.wire import malformed, protocol_error
 
 _PING_RESPONSE = PingResp()
 _CLASS_BY_TYPE: tuple[type[Packet] | None, ...] = tuple(PACKET_CLASSES.get(t) for t in range(16))
+# Every connection's default `supported_versions`: `frozenset()` of a frozenset is that set,
+# so 10,000 connections share one.
+ALL_VERSIONS: frozenset[int] = frozenset(ProtocolVersion)
 
 
 class MQTTConnection:
@@ -67,7 +70,7 @@ class MQTTConnection:
         self,
         *,
         max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
-        versions: Iterable[int] = tuple(ProtocolVersion),
+        versions: Iterable[int] = ALL_VERSIONS,
     ) -> None:
         self._reader = PacketReader(max_packet_size)
         self._out: list[bytes] = []
@@ -84,7 +87,7 @@ class MQTTConnection:
         self._out_aliases: dict[str, int] = {}  # topic -> alias, least recently used first
         self._peer_alias_maximum = 0
         self._pings_due = 0
-        self.supported_versions = frozenset(versions)
+        self.supported_versions: frozenset[int] = frozenset(versions)
         self.peer_max_packet_size: int | None = None
         """The client's MQTT 5 Maximum Packet Size; `send` refuses larger packets (0x95)."""
 
