@@ -15,7 +15,8 @@ import pytest
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.errors import ResourceError
-from herald.core.vhost import RouteStatus
+from herald.core.queue import Queue
+from herald.core.vhost import RouteStatus, VirtualHost
 from herald.storage.commitlog import CommitLogStore
 from herald.storage.mapped_file import MappedFile, write_record
 from tests.sinks import RecordingSink, body, msg
@@ -39,13 +40,19 @@ def refusing(file: MappedFile, at: int, parts: Sequence[bytes]) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
-async def test_a_waiting_consumer_gets_a_stored_message_and_its_ack_releases_it(
-    broker: Broker,
-) -> None:
-    vhost, store = broker.default_vhost, store_of(broker)
+def consumed_queue(broker: Broker) -> tuple[VirtualHost, CommitLogStore, Queue, RecordingSink]:
+    """A durable queue "q" with one consumer that records what it is given."""
+    vhost = broker.default_vhost
     queue = vhost.declare_queue("q", durable=True)
     sink = RecordingSink()
     queue.add_consumer("c", sink)
+    return vhost, store_of(broker), queue, sink
+
+
+async def test_a_waiting_consumer_gets_a_stored_message_and_its_ack_releases_it(
+    broker: Broker,
+) -> None:
+    vhost, store, queue, sink = consumed_queue(broker)
     result = vhost.publish(msg("one", "q", delivery_mode=2))
     assert result.status is RouteStatus.ROUTED and result.queues == 1
     assert result.ticket is not None and result.ticket > 0
@@ -74,10 +81,7 @@ async def test_without_a_consumer_the_stored_message_waits_in_order(broker: Brok
 async def test_a_refused_append_changes_nothing_and_the_next_publish_works(
     broker: Broker,
 ) -> None:
-    vhost, store = broker.default_vhost, store_of(broker)
-    queue = vhost.declare_queue("q", durable=True)
-    sink = RecordingSink()
-    queue.add_consumer("c", sink)
+    vhost, store, queue, sink = consumed_queue(broker)
     vhost.publish(msg("before", "q", delivery_mode=2))
     next_offset = queue.next_offset
     store._write = refusing
