@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from herald.core.consumer import Consumer
     from herald.core.message import Message
     from herald.core.queue import Queue
+    from herald.core.store import EntryFactory
 
 
 READY = 0  # waiting in the ready list
@@ -48,8 +49,8 @@ class QueueEntry:
         priority: int = 0,
         expires_at: float | None = None,
     ) -> None:
-        # `stored` comes second so that `partial(QueueEntry, queue, store_id)` is the entry
-        # factory a swapped queue hands to `Store.read_queue` (one call per message read).
+        # A swapped queue's entries read back are made by `read_back_factory`, not here:
+        # a slot added here must be set there too.
         self.queue = queue
         self.offset = offset
         self.message = message
@@ -69,6 +70,42 @@ class QueueEntry:
 
     def __repr__(self) -> str:
         return f"<QueueEntry {self.queue.name}#{self.offset} state={self.state}>"
+
+
+_new = object.__new__
+
+
+def read_back_factory(
+    queue: Queue, stored: int, clock_offset: float, expiring: list[bool]
+) -> EntryFactory[QueueEntry]:
+    """The factory a swapped queue (no priorities) hands to `Store.read_queue`: it makes what
+    `QueueEntry(queue, stored, offset, message, delivery_count)` makes, with the TTL of a
+    message that has its own expiration counted from its publication (its wall timestamp
+    moved to the Trio clock by `clock_offset`), and sets `expiring[0]` if one has.
+
+    It runs once per message read back, so it sets the slots itself (no class call): keep
+    it in step with `__init__` (tests/test_restored_objects.py compares the two)."""
+
+    def make(offset: int, message: Message, delivery_count: int) -> QueueEntry:
+        entry = _new(QueueEntry)
+        entry.queue = queue
+        entry.offset = offset
+        entry.message = message
+        entry.size = message.body_size
+        entry.priority = 0
+        expiration = message.expiration_ms
+        if expiration is None:
+            entry.expires_at = None
+        else:
+            entry.expires_at = message.timestamp + clock_offset + expiration / 1000
+            expiring[0] = True
+        entry.delivery_count = delivery_count
+        entry.consumer = None
+        entry.state = READY
+        entry.stored = stored
+        return entry
+
+    return make
 
 
 class DeadLetterReason(enum.Enum):

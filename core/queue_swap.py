@@ -7,13 +7,12 @@ the Queue delegates to, so that queue.py stays about dispatch and settlement.
 from __future__ import annotations
 
 import logging
-from functools import partial
 from typing import TYPE_CHECKING
 
 import trio
 
 from herald.core.errors import HeraldError
-from herald.core.queue_entry import GONE, QueueEntry
+from herald.core.queue_entry import GONE, QueueEntry, read_back_factory
 from herald.core.store import QueueTarget
 from herald.core.swap import StoreUnreadable, SwappedRange
 
@@ -175,8 +174,8 @@ class QueueSwap:
         """The next `limit` entries of a swapped range, read from the store.
 
         This runs once per message of a deep queue, so the usual case, a queue without a TTL,
-        has the store make the queue's entries itself (no `StoredEntry` in between); a queue
-        that swaps has no priorities, and only messages with their own expiration need more."""
+        has the store make the queue's entries itself (no `StoredEntry` in between, and their
+        own expirations set as they are made); a queue that swaps has no priorities."""
         queue = self._queue
         store_id = swapped.store_id
         first, last, clock_offset = swapped.offset, swapped.last_offset, swapped.clock_offset
@@ -185,18 +184,13 @@ class QueueSwap:
                 self._expiring = True
                 stored = self._store.read_queue(store_id, first, last, limit)
                 return [self.stored_entry(s, clock_offset, store_id) for s in stored]
-            make = partial(QueueEntry, queue, store_id)
+            expiring = [False]
+            make = read_back_factory(queue, store_id, clock_offset, expiring)
             entries: list[QueueEntry] = self._store.read_queue(store_id, first, last, limit, make)
         except OSError as exc:
             self._read_failed(exc)
             raise StoreUnreadable(f"queue '{queue.name}': cannot read messages: {exc}") from exc
-        expiring = False
-        for entry in entries:
-            expiration = entry.message.expiration_ms
-            if expiration is not None:
-                entry.expires_at = entry.message.timestamp + clock_offset + expiration / 1000
-                expiring = True
-        self._expiring = expiring
+        self._expiring = expiring[0]
         return entries
 
     def _read_failed(self, exc: OSError) -> None:

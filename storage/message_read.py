@@ -6,7 +6,9 @@ one per delivery.
 each record of a run read with one `pread` and builds only the `Message` and the queue's
 `StoredEntry`. It is the per-delivery path of a deep queue, so it is written out flat: one
 loop over the run, module constants instead of attribute lookups, `bytes` sliced directly.
-Protocol, exchange and routing key are decoded once per distinct byte string and remembered.
+Protocol, exchange and routing key are decoded once per distinct byte string and remembered;
+a record shaped as the one before it (same lengths, names, expiration, sizes, priority: a
+queue's records mostly are) is not unpacked past its first fields.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from herald.core.message import Message
+from herald.core.message import Message, restored_message
 from herald.core.store import EntryFactory, StoredEntry
 from herald.storage.record import (
     COMMON,
@@ -39,9 +41,18 @@ except ImportError:  # pragma: no cover - isal is a dependency; zlib gives the s
 
 _NAMES_MAX = 4096
 
-_NAMES: dict[bytes, tuple[str, str, str]] = {}
-"""(protocol, exchange, routing key) by their bytes in a record: they repeat, decode them once."""
+_Names = tuple[str, str, str, int, int]
+_NAMES: dict[bytes, _Names] = {}
+"""(protocol, exchange, routing key) by their bytes in a record: they repeat, decode them once.
+The bytes are the three joined, so the entry keeps the protocol and exchange lengths too:
+exchange "a" with key "b" and exchange "ab" with key "" have the same bytes."""
+_NO_NAMES: _Names = ("", "", "", 0, 0)
 
+_HEAD = struct.Struct(">IIIQIq")
+"""What differs between records of one shape: size, magic, CRC, position, flags, born ms."""
+_SHAPE_AT = _HEAD.size + 8
+"""Where a record's shape starts: after the born and stored times, at the expiration."""
+assert MESSAGE.format.startswith(_HEAD.format + "qq")  # (record.py's layout)
 _FIXED = MESSAGE.size
 _CRC_FROM = COMMON.size
 _TARGET = TARGET.size
@@ -75,40 +86,27 @@ def read_run(
     consume-queue entry of `wanted` (log offset first, queue offset last) whose record is in
     `data`, bytes read at log offset `base`; `counts` gives delivery counts by queue offset.
     Returns the records that failed a check (they are left out), so one bad record costs
-    only itself."""
+    only itself.
+
+    Records of one queue mostly share their shape (see `_shape`): when a record's shape bytes
+    equal the previous record's, only its first fields are unpacked."""
     failed: list[Failure] = []
     append = out.append
-    names_get = _NAMES.get
-    unpack = MESSAGE.unpack_from
+    head = _HEAD.unpack_from
     check = crc32
+    restored = restored_message
     length = len(data)
+    shape = b""  # the last shape read, and what it says:
+    shape_size = shape_stop = raw_from = expiration = body_size = priority = 0
+    mid = headers = annotations = 0
+    names: _Names = _NO_NAMES
     for entry in wanted:
         position = entry[0]
         start = position - base
         try:
-            try:
-                (
-                    size,
-                    magic,
-                    crc,
-                    written_at,
-                    flags,
-                    born,
-                    _,
-                    expiration,
-                    body_size,
-                    priority,
-                    protocol,
-                    exchange,
-                    key,
-                    mid,
-                    headers,
-                    annotations,
-                    count,
-                    raw_length,
-                ) = unpack(data, start)
-            except struct.error:
-                raise RecordError("truncated message record") from None
+            if start + _FIXED > length:
+                raise RecordError("truncated message record")
+            size, magic, crc, written_at, flags, born = head(data, start)
             stop = start + size
             if magic != MAGIC_MESSAGE:
                 raise RecordError(f"not a message record (magic 0x{magic:08x})")
@@ -119,43 +117,95 @@ def read_run(
                 raise RecordError(f"record written for offset {written_at} found at {position}")
             if check(data[start + _CRC_FROM : stop]) != crc:
                 raise RecordError("CRC mismatch")
-            names_at = start + _FIXED
-            end = names_at + protocol + exchange + key
-            at = stop - raw_length
-            if end + mid + headers + annotations + count * _TARGET != at:
-                raise RecordError("record lengths do not add up to its size")
-            names = names_get(data[names_at:end])
+            if size != shape_size or data[start + _SHAPE_AT : start + shape_stop] != shape:
+                (shape, shape_stop, raw_from, expiration, body_size, priority, names, *lengths) = (
+                    _shape(data, start, size)
+                )
+                mid, headers, annotations = lengths
+                shape_size = size
             message_id = header_map = annotation_map = None
-            if names is None or flags & _OPTIONAL:
-                if names is None:
-                    names = _decode_names(data[names_at:end], protocol, exchange)
+            if flags & _OPTIONAL:
+                end = start + shape_stop
                 if flags & HAS_MESSAGE_ID:
                     message_id = _text(data[end : end + mid])
+                end += mid
                 if flags & HAS_HEADERS:
-                    header_map = from_json(data[end + mid : end + mid + headers])
+                    header_map = from_json(data[end : end + headers])
                 if flags & HAS_ANNOTATIONS:
-                    first = end + mid + headers
-                    annotation_map = from_json(data[first : first + annotations])
+                    end += headers
+                    annotation_map = from_json(data[end : end + annotations])
         except RecordError as exc:
             failed.append((position, entry[5], exc))
             continue
-        message = Message(
-            names[0],
-            data[at:stop],
-            names[1],
-            names[2],
-            body_size,
-            header_map,
-            flags & PERSISTENT != 0,
-            priority,
-            expiration if flags & HAS_EXPIRATION else None,
-            message_id,
-            born / 1000,
-            annotation_map,
-        )
         offset = entry[5]
-        append(make(offset, message, counts.get(offset, 0) if counts else 0))
+        append(
+            make(
+                offset,
+                restored(
+                    names[0],
+                    data[start + raw_from : stop],
+                    names[1],
+                    names[2],
+                    body_size,
+                    header_map,
+                    flags & PERSISTENT != 0,
+                    priority,
+                    expiration if flags & HAS_EXPIRATION else None,
+                    message_id,
+                    born / 1000,
+                    annotation_map,
+                ),
+                counts.get(offset, 0) if counts else 0,
+            )
+        )
     return failed
+
+
+Shape = tuple[bytes, int, int, int, int, int, "_Names", int, int, int]
+
+
+def _shape(data: bytes, start: int, size: int) -> Shape:
+    """The shape of the record of `size` bytes at `data[start:]`: the bytes of its header from
+    the expiration on and of its names, and what they say, the lengths checked against
+    `size`. A shape leaves out only what differs between a queue's records (size, magic,
+    CRC, position, flags, times): `read_run` reads those from each record.
+
+    Returns (the bytes, where they stop and where the stored bytes start in the record,
+    expiration, body size, priority, names, message id, headers and annotations lengths)."""
+    (
+        *_,
+        expiration,
+        body_size,
+        priority,
+        protocol,
+        exchange,
+        key,
+        mid,
+        headers,
+        annotations,
+        count,
+        raw_length,
+    ) = MESSAGE.unpack_from(data, start)
+    names_at = start + _FIXED
+    end = names_at + protocol + exchange + key
+    if end + mid + headers + annotations + count * _TARGET + raw_length != start + size:
+        raise RecordError("record lengths do not add up to its size")
+    names = _NAMES.get(data[names_at:end])
+    if names is None or names[3] != protocol or names[4] != exchange:
+        names = _decode_names(data[names_at:end], protocol, exchange)
+    shape = data[start + _SHAPE_AT : end]
+    return (
+        shape,
+        end - start,
+        size - raw_length,
+        expiration,
+        body_size,
+        priority,
+        names,
+        mid,
+        headers,
+        annotations,
+    )
 
 
 def _text(data: bytes) -> str:
@@ -165,12 +215,15 @@ def _text(data: bytes) -> str:
         raise RecordError("record text is not UTF-8") from None
 
 
-def _decode_names(data: bytes, protocol: int, exchange: int) -> tuple[str, str, str]:
-    """(protocol, exchange, routing key) from their bytes, remembered in `_NAMES`."""
+def _decode_names(data: bytes, protocol: int, exchange: int) -> _Names:
+    """(protocol, exchange, routing key, protocol length, exchange length) from their bytes,
+    remembered in `_NAMES`."""
     names = (
         _text(data[:protocol]),
         _text(data[protocol : protocol + exchange]),
         _text(data[protocol + exchange :]),
+        protocol,
+        exchange,
     )
     if len(_NAMES) >= _NAMES_MAX:
         _NAMES.clear()
