@@ -184,45 +184,6 @@ class Message:
         return raw
 
 
-_new = object.__new__
-
-
-def restored_message(
-    protocol: str,
-    raw: bytes,
-    exchange: str,
-    routing_key: str,
-    body_size: int,
-    headers: Mapping[str, Any] | None,
-    persistent: bool,
-    priority: int,
-    expiration_ms: int | None,
-    message_id: str | None,
-    timestamp: float,
-    annotations: dict[str, Any] | None,
-) -> Message:
-    """`Message(...)` for a message read back from the store (every stored field given, no
-    content or conversions yet). A swapped queue makes one per delivery: setting the slots
-    here, without the class call and attrs' defaults, costs a fifth less. Sets every field
-    `Message.__init__` sets (tests/test_restored_objects.py checks they stay in step)."""
-    message = _new(Message)
-    message.protocol = protocol
-    message.raw = raw
-    message.exchange = exchange
-    message.routing_key = routing_key
-    message.body_size = body_size
-    message.headers = headers
-    message.persistent = persistent
-    message.priority = priority
-    message.expiration_ms = expiration_ms
-    message.message_id = message_id
-    message.timestamp = timestamp
-    message.annotations = annotations
-    message.content = None
-    message._converted = None
-    return message
-
-
 Converter = Callable[[Message, str], "bytes | None"]
 
 
