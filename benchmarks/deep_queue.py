@@ -3,6 +3,7 @@
     python benchmarks/deep_queue.py [--messages 10000000] [--small 10000] [--size 100]
                                     [--batch 5000] [--prefetch 1000] [--dir PATH]
                                     [--segment-mib 256] [--repeat-small 5] [--probe-reads 0]
+                                    [--consumer kernel|pika]
 
 Prints one JSON object. One process runs an embedded broker on the commit-log store (a fresh
 data dir in a temporary directory, removed at the end) with one durable queue per scenario:
@@ -27,6 +28,16 @@ them, as browsing does, and reports the CPU time per message of the store's `rea
 of the queue's whole read-back step (`read_queue` plus making the queue entries), the median
 over the batches.
 
+`--consumer pika` drains with a real client instead: the broker also runs its AMQP plugin on
+a free loopback port, the messages are published in AMQP's stored form (as a pika
+publisher's are: no conversion on delivery), and each drain is one pika process
+(BlockingConnection, basic.qos `prefetch`, an ack with `multiple` every 100 deliveries, as
+amqp_throughput.py's consumers), so a drain costs the broker what a remote consumer costs
+it. The rates are then the client's (first to last delivery) and the broker's CPU per
+message (this process only: the client is another process). The in-process consumer
+(`kernel`, the default) is the harder test of the two: with no protocol work per message,
+the read-back of a swapped queue weighs most.
+
 The issue's targets: deep RSS <= 200 MB at 10 M messages, drain_ratio >= 0.8.
 """
 
@@ -42,6 +53,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,17 +111,33 @@ def memory() -> dict[str, int]:
     return info
 
 
-async def publish(broker: Broker, queue: str, count: int, size: int, batch: int) -> float:
-    """Publish `count` persistent messages to `queue`; returns msgs/s (durable)."""
+async def publish(
+    broker: Broker, queue: str, count: int, size: int, batch: int, protocol: str | None = None
+) -> float:
+    """Publish `count` persistent messages to `queue`; returns msgs/s (durable). With a
+    `protocol`, the messages are in its stored form, as its publishers' would be (so that its
+    consumers get them without a conversion), each body its own bytes (its number, padded):
+    sharing one would keep the loaded ones in the CPU's cache; otherwise they are native
+    messages."""
     vhost = broker.default_vhost
     store = broker.store
     body = b"x" * size
-    native = Message.native
+    native = partial(Message.native, body, exchange="", routing_key=queue, properties=PERSISTENT)
+    model = native()
+    head = b""
+    if protocol is not None:
+        head = broker.codecs.encode(protocol, model.decoded(broker.codecs), model)[:-size]
+
+    def make(n: int) -> Message:
+        if protocol is None:
+            return native()
+        return Message(protocol, head + b"%0*d" % (size, n), "", queue, size, persistent=True)
+
     send = vhost.publish
     start = time.perf_counter()
     ticket = 0
     for n in range(count):
-        result = send(native(body, exchange="", routing_key=queue, properties=PERSISTENT))
+        result = send(make(n))
         if result.ticket is not None:
             ticket = result.ticket
         if (n + 1) % batch == 0:
@@ -140,6 +168,59 @@ async def drain(queue: Queue, count: int, prefetch: int) -> tuple[float, float, 
     queue.remove_consumer(consumer)
     assert queue.message_count == 0, queue.message_count
     return count / elapsed, count / cpu, collected
+
+
+CONSUME = """
+import json, sys, time, pika
+port, queue, count, prefetch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+connection = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", int(port)))
+channel = connection.channel()
+channel.basic_qos(prefetch_count=prefetch)
+seen, first = 0, None
+def on_message(channel, method, properties, body):
+    global seen, first
+    if first is None:
+        first = time.perf_counter()
+    seen += 1
+    if seen % 100 == 0 or seen == count:
+        channel.basic_ack(method.delivery_tag, multiple=True)
+    if seen == count:
+        channel.stop_consuming()
+channel.basic_consume(queue, on_message)
+channel.start_consuming()
+elapsed = time.perf_counter() - first
+connection.close()
+print(json.dumps({"seconds": elapsed}))
+"""
+"""A pika consumer process: drains `count` messages, prints the seconds from its first to
+its last delivery."""
+
+
+async def drain_pika(
+    queue: Queue, port: int, count: int, prefetch: int
+) -> tuple[float, float, list[int]]:
+    """`drain` with a pika consumer in another process: (its msgs per second, msgs per CPU
+    second of this broker process from the consumer's basic.consume to the last ack, garbage
+    collections meanwhile). The broker's CPU is read by a task that looks every millisecond,
+    so the connection's set-up and close are left out, as the kernel drain leaves them out."""
+    collected = collections()
+    command = [sys.executable, "-c", CONSUME, str(port), queue.name, str(count), str(prefetch)]
+    cpu: list[float] = []
+
+    async def watch() -> None:
+        while not queue.consumers:
+            await trio.sleep(0.001)
+        cpu.append(time.process_time())
+        while queue.message_count or queue.unacked_count:
+            await trio.sleep(0.001)
+        cpu.append(time.process_time())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        done = await trio.run_process(command, capture_stdout=True)
+    collected = [after - before for before, after in zip(collected, collections(), strict=True)]
+    seconds = json.loads(done.stdout)["seconds"]
+    return count / seconds, count / (cpu[1] - cpu[0]), collected
 
 
 def probe_reads(broker: Broker, queue: Queue, count: int, batches: int) -> dict[str, float]:
@@ -173,14 +254,27 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         f"commitlog.segment_size={args.segment_mib * MIB}",
         'broker.log_level="warning"',
     ]
-    async with embedded(data_dir=data_dir, plugins=[], settings=settings) as broker:
+    pika = args.consumer == "pika"
+    if pika:
+        settings += ['amqp.host="127.0.0.1"', "amqp.port=0"]
+    plugins = ["amqp"] if pika else []
+    protocol = "amqp" if pika else None
+    async with embedded(data_dir=data_dir, plugins=plugins, settings=settings) as broker:
         vhost = broker.default_vhost
+
+        async def drain_queue(queue: Queue, count: int) -> tuple[float, float, list[int]]:
+            if pika:
+                return await drain_pika(queue, broker.listeners[0].port, count, args.prefetch)
+            return await drain(queue, count, args.prefetch)
+
         small_publish, small_drain, small_cpu, small_gc = [], [], [], [0, 0, 0]
         for n in range(args.repeat_small):
             name = f"small-{n}"
             queue = vhost.declare_queue(name, durable=True)
-            small_publish.append(await publish(broker, name, args.small, args.size, args.batch))
-            rate, cpu_rate, collected = await drain(queue, args.small, args.prefetch)
+            small_publish.append(
+                await publish(broker, name, args.small, args.size, args.batch, protocol)
+            )
+            rate, cpu_rate, collected = await drain_queue(queue, args.small)
             small_drain.append(rate)
             small_cpu.append(cpu_rate)
             small_gc = [a + b for a, b in zip(small_gc, collected, strict=True)]
@@ -189,13 +283,13 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
         before = memory()
         queue = vhost.declare_queue("deep", durable=True)
         started = time.perf_counter()
-        deep_publish = await publish(broker, "deep", args.messages, args.size, args.batch)
+        deep_publish = await publish(broker, "deep", args.messages, args.size, args.batch, protocol)
         published_seconds = time.perf_counter() - started
         full = memory()
         stats = queue.statistics()
         store_stats = broker.store.statistics()
         probe = args.probe_reads and probe_reads(broker, queue, args.messages, args.probe_reads)
-        deep_drain, deep_cpu, deep_gc = await drain(queue, args.messages, args.prefetch)
+        deep_drain, deep_cpu, deep_gc = await drain_queue(queue, args.messages)
         drained = memory()
         small_rate = statistics.median(small_drain)
         small_cpu_rate = statistics.median(small_cpu)
@@ -245,6 +339,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "size": args.size,
         "batch": args.batch,
         "prefetch": args.prefetch,
+        "consumer": args.consumer,
         **result,
     }
 
@@ -260,6 +355,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--segment-mib", type=int, default=256)
     parser.add_argument(
         "--probe-reads", type=int, default=0, help="batches read back before the deep drain"
+    )
+    parser.add_argument(
+        "--consumer", choices=["kernel", "pika"], default="kernel", help="who drains the queues"
     )
     parser.add_argument("--dir", default=None, help="where the data dir goes (default: $TMPDIR)")
     return parser.parse_args(argv)

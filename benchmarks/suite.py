@@ -12,8 +12,10 @@ hang in one leaves the others' figures:
   (publishers and consumers are separate processes) against each broker in turn case by case
   (A B A B, so the machine's noise hits them alike), and report medians, broker CPU per
   delivered message (psutil on the broker's pid when it runs here) and herald / peer ratios;
-- deep: deep_queue.py, 10 M stored 100 B messages in one queue (herald only: it drives the
-  kernel in-process): RSS and drain rate against a queue of 10,000;
+- deep: deep_queue.py --consumer pika, 10 M stored 100 B messages in one queue (herald only:
+  it publishes through the kernel in-process, a pika consumer drains): RSS and drain rate
+  against a queue of 10,000 (`deep_queue.py` alone, without `--consumer pika`, gives the
+  harder in-process figure);
 - connections: floods.py's idle-mqtt, 10,000 idle MQTT clients (herald only): RSS per
   connection.
 
@@ -68,8 +70,8 @@ PARTS: dict[str, dict[str, Any]] = {
     },
     "deep": {
         "script": "deep_queue.py",
-        "full": ["--messages", "10000000"],
-        "quick": ["--messages", "500000", "--repeat-small", "3"],
+        "full": ["--messages", "10000000", "--consumer", "pika"],
+        "quick": ["--messages", "500000", "--repeat-small", "3", "--consumer", "pika"],
     },
     "connections": {
         "script": "floods.py",

@@ -120,7 +120,8 @@ def _deep_queue(result: dict | None) -> list[Verdict]:
         {"target": names[0], "met": rss <= 200 if full else None, "value": rss,
          "detail": f"{rss} MB at {result['deep']['messages']:,} messages"},
         {"target": names[1], "met": ratio >= 0.8 if full else None, "value": ratio,
-         "detail": f"{ratio} (per CPU second {result['drain_ratio_cpu']})"},
+         "detail": f"{ratio} with a {result.get('consumer', 'kernel')} consumer "
+                   f"(per broker CPU second {result['drain_ratio_cpu']})"},
     ]  # fmt: skip
 
 
@@ -199,7 +200,8 @@ def markdown(results: dict, verdicts: list[Verdict], notes: list[str], quick: bo
                 f"({result['seconds']} s)\n\n{deep['messages']:,} messages: RSS "
                 f"{deep['rss_mb']} MB; drain {deep['drain_msgs_per_s']:,} msg/s against "
                 f"{small['drain_msgs_per_s']:,} for {small['messages']:,} messages: ratio "
-                f"{result['drain_ratio']} (per CPU second {result['drain_ratio_cpu']})\n\n"
+                f"{result['drain_ratio']} with a {result.get('consumer', 'kernel')} consumer "
+                f"(per broker CPU second {result['drain_ratio_cpu']})\n\n"
             )
         elif part == "connections":
             idle = result["idle-mqtt"]
