@@ -281,11 +281,11 @@ class Broker:
             assert queue.store_id is not None
             if queue.swaps:  # ranges only: no message is read until a consumer needs it
                 for stored_range in self.store.queue_ranges(queue.store_id, range_size):
-                    queue.restore_range(stored_range)
+                    queue.swap.restore_range(stored_range)
                     recovered += stored_range.count
             else:
                 for stored in self.store.recover_queue(queue.store_id):
-                    queue.restore(stored.queue_offset, stored.message, stored.delivery_count)
+                    queue.swap.restore(stored)
                     recovered += 1
             # Offsets only grow, even past messages acked before the restart.
             queue.next_offset = max(queue.next_offset, self.store.queue_next_offset(queue.store_id))

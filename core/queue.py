@@ -35,7 +35,7 @@ from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
 from herald.core.queue_swap import QueueSwap
 from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
-from herald.core.store import QueueRange, QueueTarget, StoredEntry
+from herald.core.store import QueueTarget
 from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
@@ -159,22 +159,6 @@ class Queue:
         self.dispatch()
         self.enforce_limits()
         return ticket
-
-    def restore(self, offset: int, message: Message, delivery_count: int) -> QueueEntry:
-        """Put back a message recovered from the store, at its stored offset."""
-        stored = StoredEntry(offset, message, delivery_count)
-        assert self.store_id is not None
-        entry = self.swap.stored_entry(stored, SwappedRange.now_offset(), self.store_id)
-        self.next_offset = offset + 1
-        self.ready.push(entry)
-        if entry.expires_at is not None:
-            self.clock.track(entry)
-        return entry
-
-    def restore_range(self, stored: QueueRange) -> None:
-        """Put back a range of stored messages without loading them (restart of a long queue)."""
-        self.swap.restore_range(stored)
-        self.next_offset = stored.last_offset + 1
 
     @property
     def swaps(self) -> bool:

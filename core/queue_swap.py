@@ -140,10 +140,23 @@ class QueueSwap:
         entry.state = GONE
         return tail
 
+    # -- what a restart recovered ----------------------------------------------------------
+    def restore(self, stored: StoredEntry) -> QueueEntry:
+        """Put back a message recovered from the store at its stored offset, loaded: how a
+        queue that does not swap (priorities) gets its messages back at start."""
+        queue = self._queue
+        assert queue.store_id is not None
+        entry = self.stored_entry(stored, SwappedRange.now_offset(), queue.store_id)
+        queue.next_offset = stored.queue_offset + 1
+        queue.ready.push(entry)
+        if entry.expires_at is not None:
+            queue.clock.track(entry)
+        return entry
+
     def restore_range(self, stored: QueueRange) -> None:
-        """A range recovered from the store at start. Its TTLs count from the messages'
-        publication once loaded; a queue with a TTL loads each such range once, through its
-        clock, so they expire on time."""
+        """Put back a range recovered from the store without loading it (restart of a long
+        queue). Its TTLs count from the messages' publication once loaded; a queue with a
+        TTL loads each such range once, through its clock, so they expire on time."""
         queue = self._queue
         queue_id = queue.store_id
         assert queue_id is not None
@@ -156,6 +169,7 @@ class QueueSwap:
             queue_id,
         )
         queue.ready.push_range(swapped)
+        queue.next_offset = stored.last_offset + 1
         if queue.args.message_ttl is not None:
             swapped.expires_at = trio.current_time()
             queue.clock.track_range(swapped)

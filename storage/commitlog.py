@@ -25,8 +25,6 @@ import attrs
 import trio
 
 from herald.core.errors import InternalError, ResourceError
-from herald.core.hookspecs import hookimpl
-from herald.core.plugin_types import ConfigSection, Service, StorageBackend
 from herald.core.store import (
     EntryFactory,
     MetadataValue,
@@ -43,7 +41,7 @@ from herald.storage.checkpoint import (
     set_abort_marker,
 )
 from herald.storage.commitlog_config import CommitLogConfig
-from herald.storage.disk_monitor import disk_free_bytes, run_disk_monitor
+from herald.storage.disk_monitor import disk_free_bytes
 from herald.storage.dispatch import StoreState
 from herald.storage.flush import GroupCommit
 from herald.storage.housekeeping import Housekeeper
@@ -61,7 +59,6 @@ from herald.storage.reader import QueueReader
 from herald.storage.recovery import RecoveryReport, recover
 
 if TYPE_CHECKING:
-    from herald.core.broker import Broker
     from herald.core.message import CodecRegistry, Message
 
 __all__ = ["CommitLogConfig", "CommitLogStatistics", "CommitLogStore"]
@@ -456,47 +453,3 @@ class CommitLogStore:
         """The store's background service: in `async` mode it flushes every
         `flush_interval_ms`; in both modes it creates files ahead and checkpoints when due."""
         await self._keeper.run(task_status=task_status)
-
-
-# -- plugin hooks -----------------------------------------------------------------------------
-
-
-@hookimpl
-def herald_config_sections() -> list[ConfigSection]:
-    return [ConfigSection("commitlog", CommitLogConfig)]
-
-
-def _make_store(config: Any, data_dir: Path) -> CommitLogStore:
-    if not isinstance(config, CommitLogConfig):
-        config = CommitLogConfig()
-    return CommitLogStore(Path(data_dir) / "store", config)
-
-
-@hookimpl
-def herald_storage_backends() -> list[StorageBackend]:
-    """Offer this store as the storage backend named "commitlog"."""
-    return [
-        StorageBackend(
-            name="commitlog",
-            description="RocketMQ-style commit log on disk, with group-commit fsync",
-            factory=_make_store,
-        )
-    ]
-
-
-async def _run_flusher(broker: Broker, *, task_status: trio.TaskStatus[None]) -> None:
-    store = broker.store
-    assert isinstance(store, CommitLogStore)
-    await store.run_flusher(task_status=task_status)
-
-
-@hookimpl
-def herald_services(broker: Broker) -> list[Service]:
-    """The flusher / housekeeping task and the disk monitor (the `disk` alarm), when the
-    broker's store is a commit-log store."""
-    if isinstance(broker.store, CommitLogStore):
-        return [
-            Service("commitlog-flusher", _run_flusher),
-            Service("commitlog-disk-monitor", run_disk_monitor),
-        ]
-    return []

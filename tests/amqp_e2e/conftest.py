@@ -26,7 +26,7 @@ import trio
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.plugins.amqp import plugin as amqp_plugin
-from herald.storage import commitlog as commitlog_plugin
+from herald.storage import commitlog_plugin
 from herald.storage.memory import MemoryStore, MemoryStoreData
 
 CLIENT_TIMEOUT = 10.0

@@ -11,7 +11,7 @@ import trio
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.plugins.mqtt import plugin as mqtt_plugin
-from herald.storage import commitlog
+from herald.storage import commitlog_plugin as commitlog
 from tests.mqtt_e2e.helpers import BASE_SETTINGS, Paho, connect_props5
 
 

@@ -21,7 +21,7 @@ from herald.core.embedding import embedded
 from herald.plugins.amqp import plugin as amqp_plugin
 from herald.plugins.mqtt import plugin as mqtt_plugin
 from herald.plugins.stomp import plugin as stomp_plugin
-from herald.storage import commitlog as commitlog_plugin
+from herald.storage import commitlog_plugin
 
 WAIT = 20.0
 SEGMENT = 65536  # the smallest segment: small test data still spans several segments

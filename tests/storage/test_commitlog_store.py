@@ -19,7 +19,7 @@ from herald.core.errors import InternalError, ResourceError
 from herald.core.message import CodecRegistry
 from herald.core.plugin_types import Service
 from herald.core.store import QueueTarget
-from herald.storage import commitlog
+from herald.storage import commitlog, commitlog_plugin
 from herald.storage import record as rec
 from herald.storage.commitlog import CommitLogConfig, CommitLogStore
 from herald.storage.mapped_file import MappedFile
@@ -237,9 +237,9 @@ def test_config_rules() -> None:
 
 
 def test_hooks(tmp_path: Path) -> None:
-    [section] = commitlog.herald_config_sections()
+    [section] = commitlog_plugin.herald_config_sections()
     assert (section.name, section.config_class) == ("commitlog", CommitLogConfig)
-    [backend] = commitlog.herald_storage_backends()
+    [backend] = commitlog_plugin.herald_storage_backends()
     assert backend.name == "commitlog"
     store = backend.factory(CONFIG, tmp_path)
     assert isinstance(store, CommitLogStore)
@@ -250,10 +250,10 @@ def test_hooks(tmp_path: Path) -> None:
     class BrokerWith:
         store: object
 
-    services = commitlog.herald_services(BrokerWith(store))
+    services = commitlog_plugin.herald_services(BrokerWith(store))
     assert all(isinstance(service, Service) for service in services)
     assert [s.name for s in services] == ["commitlog-flusher", "commitlog-disk-monitor"]
-    assert commitlog.herald_services(BrokerWith(object())) == []
+    assert commitlog_plugin.herald_services(BrokerWith(object())) == []
 
 
 def records_between(store: CommitLogStore, begin: int, end: int) -> list[rec.Record]:
