@@ -126,12 +126,14 @@ async def publish(
     model = native()
     head = b""
     if protocol is not None:
-        head = broker.codecs.encode(protocol, model.decoded(broker.codecs), model)[:-size]
+        raw = broker.codecs.encode(protocol, model.decoded(broker.codecs), model)
+        head = raw[: len(raw) - size]  # what precedes the body in the protocol's stored form
 
     def make(n: int) -> Message:
         if protocol is None:
             return native()
-        return Message(protocol, head + b"%0*d" % (size, n), "", queue, size, persistent=True)
+        body = (b"%0*d" % (size, n))[-size:] if size else b""  # its number, in `size` bytes
+        return Message(protocol, head + body, "", queue, size, persistent=True)
 
     send = vhost.publish
     start = time.perf_counter()

@@ -118,10 +118,18 @@ def read_run(
             if check(data[start + _CRC_FROM : stop]) != crc:
                 raise RecordError("CRC mismatch")
             if size != shape_size or not data.startswith(shape, start + _SHAPE_AT):
-                (shape, shape_stop, raw_from, expiration, body_size, priority, names, *lengths) = (
-                    _shape(data, start, size)
-                )
-                mid, headers, annotations = lengths
+                (
+                    shape,
+                    shape_stop,
+                    raw_from,
+                    expiration,
+                    body_size,
+                    priority,
+                    names,
+                    mid,
+                    headers,
+                    annotations,
+                ) = _shape(data, start, size)
                 shape_size = size
             message_id = header_map = annotation_map = None
             if flags & _OPTIONAL:
@@ -158,10 +166,10 @@ def read_run(
     return failed
 
 
-Shape = tuple[bytes, int, int, int, int, int, "_Names", int, int, int]
+_Shape = tuple[bytes, int, int, int, int, int, _Names, int, int, int]
 
 
-def _shape(data: bytes, start: int, size: int) -> Shape:
+def _shape(data: bytes, start: int, size: int) -> _Shape:
     """The shape of the record of `size` bytes at `data[start:]`: the bytes of its header from
     the expiration on and of its names, and what they say, the lengths checked against
     `size`. A shape leaves out only what differs between a queue's records (size, magic,
