@@ -7,12 +7,13 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= data
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-slow lint format bench clean
+.PHONY: install system-deps run test test-slow lint format bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,spark]'
+	$(PY) tools/editable_spark_path.py
 	touch $@
 
 install: $(VENV)/.installed
@@ -21,13 +22,17 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/herald run --data-dir $(DATA_DIR)
 
+## Debian packages the tests run as real programs (chromium, mosquitto-clients).
+system-deps:
+	sh tools/system-deps
+
 ## Lint, then the whole default test tier.
-test: install
+test: install system-deps
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 ## The long tier: crash loops, fuzzing, soaks.
-test-slow: install
+test-slow: install system-deps
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 lint: install
