@@ -68,6 +68,30 @@ async def _guarded(handler: Handler, protocol: str, stream: trio.abc.Stream) -> 
         await trio.aclose_forcefully(stream)
 
 
+class ListenerBindError(OSError):
+    """A listener could not bind: says which one, where, and the setting that moves it.
+
+    An OSError still (errno and strerror kept), so whoever handles bind failures as OS errors
+    keeps working; `herald run` prints it as its one-line start failure.
+    """
+
+    def __init__(self, cause: OSError, what: str, host: str, port: int, setting: str | None):
+        super().__init__(cause.errno, cause.strerror)
+        self.what = what
+        self.host = host
+        self.port = port
+        self.setting = setting
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else (self.host or "*")
+        text = f"{self.what} listener cannot bind {host}:{self.port}: {self.strerror}"
+        if self.errno == errno.EADDRINUSE:
+            text += " (another process holds that port)"
+        if self.setting is not None:
+            text += f"; move it with --set {self.setting}=PORT (0 picks a free port)"
+        return text
+
+
 async def serve_tcp(
     handler: Handler,
     host: str,
@@ -76,21 +100,30 @@ async def serve_tcp(
     protocol: str,
     ssl_context: ssl.SSLContext | None = None,
     backlog: int | None = None,
+    setting: str | None = None,
+    transport: str | None = None,
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Accept connections on (host, port) until cancelled; `started` gets the Listeners."""
+    """Accept connections on (host, port) until cancelled; `started` gets the Listeners.
+
+    `setting` is the config key of `port` (`amqp.tls_port`) and `transport` what the
+    listener is called in a bind failure (default `tcp`, or `tls` with a context).
+    """
     listeners: list[trio.abc.Listener[trio.abc.Stream]]
-    tcp = await trio.open_tcp_listeners(port, host=host or None, backlog=backlog)
-    transport = "tcp"
+    bound_as = "tls" if ssl_context is not None else "tcp"
+    try:
+        tcp = await trio.open_tcp_listeners(port, host=host or None, backlog=backlog)
+    except OSError as exc:
+        what = f"{protocol} {transport or bound_as}"
+        raise ListenerBindError(exc, what, host, port, setting) from exc
     if ssl_context is not None:
         listeners = [trio.SSLListener(t, ssl_context, https_compatible=False) for t in tcp]
-        transport = "tls"
     else:
         listeners = list(tcp)
     bound = []
     for t in tcp:
         sockname = t.socket.getsockname()
-        bound.append(Listener(protocol, transport, sockname[0], sockname[1]))
+        bound.append(Listener(protocol, bound_as, sockname[0], sockname[1]))
     async with trio.open_nursery() as nursery:
         for listener in listeners:
             nursery.start_soon(_accept, listener, handler, protocol, nursery)

@@ -380,5 +380,34 @@ def test_process_port_in_use(tmp_path: Path) -> None:
         )
     assert code == 1
     last = err.splitlines()[-1]
-    assert last.startswith("herald: error: cannot start: ")
+    assert last == (
+        f"herald: error: cannot start: echo tcp listener cannot bind 127.0.0.1:{port}: "
+        "Address already in use (another process holds that port); "
+        "move it with --set echo.port=PORT (0 picks a free port)"
+    )
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("plugin", "setting", "others"),
+    [
+        ("amqp", "amqp.port", ["amqp.host=127.0.0.1"]),
+        ("mqtt", "mqtt.ws_port", ["mqtt.host=127.0.0.1", "mqtt.port=0", "mqtt.ws_host=127.0.0.1"]),
+        ("management", "management.port", ["management.host=127.0.0.1"]),
+    ],
+)
+def test_process_port_in_use_names_the_listener(
+    tmp_path: Path, plugin: str, setting: str, others: list[str]
+) -> None:
+    """Every built-in listener names itself and its key when its port is taken (issue 19)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        sets = [arg for option in [*others, f"{setting}={port}"] for arg in ("--set", option)]
+        code, _out, err = run_to_end("run", "--data-dir", str(tmp_path), "--plugins", plugin, *sets)
+    assert code == 1
+    last = err.splitlines()[-1]
+    assert f"listener cannot bind 127.0.0.1:{port}: Address already in use" in last
+    assert last.endswith(f"move it with --set {setting}=PORT (0 picks a free port)")
     assert "Traceback" not in err

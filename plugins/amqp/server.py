@@ -47,7 +47,9 @@ async def serve(
         await handle_connection(broker, config, stream)
 
     async with trio.open_nursery() as nursery:
-        tcp = partial(serve_tcp, handle, config.host, config.port, protocol="amqp")
+        tcp = partial(
+            serve_tcp, handle, config.host, config.port, protocol="amqp", setting="amqp.port"
+        )
         listeners: list[Listener] = list(await nursery.start(tcp))
         if broker.tls_context is not None:
             tls = partial(
@@ -57,6 +59,7 @@ async def serve(
                 config.tls_port,
                 protocol="amqp",
                 ssl_context=broker.tls_context,
+                setting="amqp.tls_port",
             )
             listeners.extend(await nursery.start(tls))
         task_status.started(listeners)

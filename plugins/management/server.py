@@ -12,6 +12,7 @@ listener in `broker.listeners` (protocol "management", transport "http"). When t
 from __future__ import annotations
 
 import logging
+import socket
 import ssl
 from functools import partial
 from typing import TYPE_CHECKING
@@ -21,6 +22,7 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
+from herald.core.listeners import ListenerBindError
 from herald.core.plugin_types import Listener
 from herald.core.tls import server_context
 from herald.plugins.management.config import ManagementConfig
@@ -78,6 +80,8 @@ class _Config(HypercornConfig):
     def __init__(self, ssl_context: ssl.SSLContext | None) -> None:
         super().__init__()
         self._ssl_context = ssl_context
+        self.settings: dict[str, tuple[str, str, int, str]] = {}
+        """bind address -> (transport, host, port, config key), to name a bind failure."""
 
     @property
     def ssl_enabled(self) -> bool:
@@ -85,6 +89,22 @@ class _Config(HypercornConfig):
 
     def create_ssl_context(self) -> ssl.SSLContext | None:
         return self._ssl_context
+
+    def _create_sockets(
+        self, binds: list[str], type_: int = socket.SOCK_STREAM
+    ) -> list[socket.socket]:
+        """hypercorn's binding, one address at a time, so a port clash names its listener
+        (hypercorn's own error says only "Address already in use")."""
+        sockets: list[socket.socket] = []
+        for bind in binds:
+            try:
+                sockets.extend(super()._create_sockets([bind], type_))
+            except OSError as exc:
+                for sock in sockets:
+                    sock.close()
+                transport, host, port, key = self.settings[bind]
+                raise ListenerBindError(exc, f"{NAME} {transport}", host, port, key) from exc
+        return sockets
 
 
 def _address(host: str, port: int) -> str:
@@ -109,11 +129,13 @@ def hypercorn_config(
     TLS sockets `bind` and the plain ones `insecure_bind`)."""
     hc = _Config(tls)
     plain = [_address(config.host, config.port)]
+    hc.settings[plain[0]] = ("http", config.host, config.port, f"{NAME}.port")
     if tls is None:
         hc.bind = plain
     else:
         hc.bind = [_address(config.host, config.https_port)]
         hc.insecure_bind = plain
+        hc.settings[hc.bind[0]] = ("https", config.host, config.https_port, f"{NAME}.https_port")
     hc.accesslog = None
     hc.errorlog = logging.getLogger("herald.plugins.management.http")
     hc.graceful_timeout = config.graceful_timeout

@@ -162,11 +162,23 @@ async def serve(
         handle_stream = partial(run_connection, context, nursery)
         await nursery.start(context.deadlines.run)
         listeners: list[Listener] = await nursery.start(
-            partial(serve_tcp, handle_stream, config.host, config.port, protocol=PROTOCOL)
+            partial(
+                serve_tcp,
+                handle_stream,
+                config.host,
+                config.port,
+                protocol=PROTOCOL,
+                setting="mqtt.port",
+            )
         )
         if tls is not None:
             mqtts = partial(
-                serve_tcp, handle_stream, config.host, config.tls_port, protocol=PROTOCOL
+                serve_tcp,
+                handle_stream,
+                config.host,
+                config.tls_port,
+                protocol=PROTOCOL,
+                setting="mqtt.tls_port",
             )
             listeners.extend(await nursery.start(partial(mqtts, ssl_context=tls)))
         if config.ws_enabled:
@@ -349,7 +361,14 @@ async def serve_websocket(
     transport = "ws" if ssl_context is None else "wss"
     async with trio.open_nursery() as nursery:
         tcp = partial(
-            serve_tcp, handle, config.ws_host, port, protocol=PROTOCOL, ssl_context=ssl_context
+            serve_tcp,
+            handle,
+            config.ws_host,
+            port,
+            protocol=PROTOCOL,
+            ssl_context=ssl_context,
+            setting="mqtt.ws_port" if ssl_context is None else "mqtt.wss_port",
+            transport=transport,
         )
         bound: list[Listener] = await nursery.start(tcp)
         task_status.started([Listener(PROTOCOL, transport, b.host, b.port) for b in bound])

@@ -124,7 +124,9 @@ async def serve(
 
     tls = broker.tls_context
     async with trio.open_nursery() as nursery:
-        tcp = partial(serve_tcp, handle_tcp, config.host, config.port, protocol=PROTOCOL)
+        tcp = partial(
+            serve_tcp, handle_tcp, config.host, config.port, protocol=PROTOCOL, setting="stomp.port"
+        )
         listeners: list[Listener] = list(await nursery.start(tcp))
         if tls is not None:
             stomps = partial(
@@ -134,6 +136,7 @@ async def serve(
                 config.tls_port,
                 protocol=PROTOCOL,
                 ssl_context=tls,
+                setting="stomp.tls_port",
             )
             listeners.extend(await nursery.start(stomps))
         if config.ws_enabled:
@@ -179,7 +182,14 @@ async def serve_websocket(
     transport = "ws" if ssl_context is None else "wss"
     async with trio.open_nursery() as nursery:
         tcp = partial(
-            serve_tcp, handle, config.ws_host, port, protocol=PROTOCOL, ssl_context=ssl_context
+            serve_tcp,
+            handle,
+            config.ws_host,
+            port,
+            protocol=PROTOCOL,
+            ssl_context=ssl_context,
+            setting="stomp.ws_port" if ssl_context is None else "stomp.wss_port",
+            transport=transport,
         )
         bound: list[Listener] = await nursery.start(tcp)
         task_status.started([Listener(PROTOCOL, transport, b.host, b.port) for b in bound])

@@ -96,7 +96,14 @@ async def serve(
         finally:
             broker.connections.close(connection, reason)
 
-    await serve_tcp(handle, config.host, config.port, protocol="echo", task_status=task_status)
+    await serve_tcp(
+        handle,
+        config.host,
+        config.port,
+        protocol="echo",
+        setting="echo.port",  # named when the port is taken
+        task_status=task_status,
+    )
 
 
 async def echo_lines(stream: trio.abc.Stream, max_line: int) -> None:
