@@ -21,6 +21,7 @@ import trio
 
 from herald.core import definitions
 from herald.core.auth import AccessControl
+from herald.core.connection_deadlines import ConnectionDeadlines
 from herald.core.connections import ConnectionRegistry
 from herald.core.definitions import Definitions
 from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
@@ -105,6 +106,7 @@ class Broker:
         self.store: Store = store if store is not None else self._make_store()
         self.definitions = Definitions(self.store)
         self.timers = Timers()
+        self.connection_deadlines = ConnectionDeadlines(self.timers)
         self.alarms = Alarms()
         self.memory = MemoryMonitor(
             self.alarms,
@@ -169,12 +171,16 @@ class Broker:
         self.definitions.delete_vhost(name)
 
     # -- security --------------------------------------------------------------------------
-    async def authenticate(self, username: str, password: str, peer_host: str | None) -> User:
+    async def authenticate(
+        self, username: str, password: str | bytes, peer_host: str | None, mechanism: str = "PLAIN"
+    ) -> User:
         """Plugins' backends first, then the built-in users; raises AccessRefused."""
+        if isinstance(password, bytes):
+            password = password.decode("utf-8", "surrogateescape")
         user = self.plugins.authenticate(username, password, peer_host or "")
         if user is not None:
             return user
-        return await self.users.authenticate(username, password, peer_host)
+        return await self.users.authenticate(username, password, peer_host, mechanism=mechanism)
 
     def authorize(
         self, user: User, vhost: str, permission: Any, resource_kind: str, resource_name: str
