@@ -70,10 +70,6 @@ async def test_example_plugin_echoes_lines_over_tcp(
             bad = await trio.open_tcp_stream("127.0.0.1", port)
             await bad.send_all(b"x" * (max_line + 1))
             assert await _closed_by_peer(bad)
-            (failure,) = [r for r in caplog.records if "handler failed" in r.getMessage()]
-            assert failure.getMessage().startswith("echo connection handler failed")
-            assert failure.exc_info is not None
-            assert "line longer than 65536 bytes" in str(failure.exc_info[1])
 
             await good.send_all(b"ld\n")
             assert await _receive_exactly(good, 11) == b"ECHO world\n"

@@ -19,8 +19,10 @@ import attrs
 import trio
 
 from herald.core import hookimpl
-from herald.core.listeners import peer_name, serve_tcp
+from herald.core.adapter import ConnectionServer
 from herald.core.plugin_types import ConfigSection, Listener, PluginInfo, ProtocolSpec
+from herald.core.serving import ListenerSpec, serve_protocol
+from herald.core.session_io import SessionIO
 
 log = logging.getLogger(__name__)
 
@@ -78,42 +80,71 @@ async def serve(
 ) -> None:
     """Listen, report the bound addresses, then serve until cancelled.
 
-    `serve_tcp` does the listening, the reporting of real ports (port 0 works), and the
-    isolation of each connection: a handler that raises is logged and closes only its own
-    connection. Registering each connection with the broker gives it one log line when it
-    opens and closes, a place in the management API, and a polite close at shutdown.
+    The plugin declares where it listens and how a session is made; herald's adapter does
+    the rest: the listening and the reporting of real ports (port 0 works), one task per
+    connection reading into the session and a writer only while there is output, crash
+    isolation (a session that raises closes only its own connection), and the connection's
+    registration with the broker (one log line when it opens and closes, a place in the
+    management API, a polite close at shutdown).
     """
     config = config if config is not None else EchoConfig()
 
-    async def handle(stream: trio.abc.Stream) -> None:
-        connection = broker.connections.open("echo", peer_name(stream))
-        reason = "client closed the connection"
+    def new_session(connection: Any, peer_host: str | None) -> EchoSession:
+        return EchoSession(config.max_line)
+
+    server = ConnectionServer(broker, "echo", new_session, close_timeout=1.0)
+    listeners = [ListenerSpec("tcp", config.host, config.port, "echo.port")]
+    await serve_protocol(server, listeners, task_status=task_status)
+
+
+class EchoSession(SessionIO):
+    """The protocol: complete lines go back as they came; an unfinished line over `max_line`
+    bytes ends the connection. `SessionIO` is the output side every herald protocol shares."""
+
+    def __init__(self, max_line: int) -> None:
+        super().__init__(write_buffer=max_line)
+        self.codec = LineCodec(max_line)
+
+    async def receive(self, data: bytes) -> None:
         try:
-            await echo_lines(stream, config.max_line)
+            self.codec.receive_data(data)
         except LineTooLong as exc:
-            reason = str(exc)
-            raise
-        finally:
-            broker.connections.close(connection, reason)
+            self.finish(str(exc))
+        self.wake()
 
-    await serve_tcp(
-        handle,
-        config.host,
-        config.port,
-        protocol="echo",
-        setting="echo.port",  # named when the port is taken
-        task_status=task_status,
-    )
+    def finish(self, reason: str) -> None:
+        if not self.done:
+            self.done, self.close_reason = True, reason
+        self.wake()
+
+    def connection_lost(self, reason: str) -> None:
+        self.finish(reason)
+
+    def close_from_broker(self, reason: str) -> None:
+        self.finish(reason)
+
+    def teardown(self) -> None:
+        """Nothing held: no queues, no consumers."""
 
 
-async def echo_lines(stream: trio.abc.Stream, max_line: int) -> None:
-    """Send back each complete line; an unfinished line over `max_line` bytes is an error."""
-    buffer = bytearray()
-    while data := await stream.receive_some(65536):
+class LineCodec:
+    """Sans-IO: bytes in, whole lines queued for sending back."""
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._buffer = bytearray()
+        self._out = bytearray()
+
+    def receive_data(self, data: bytes) -> None:
+        buffer = self._buffer
         buffer += data
         end = buffer.rfind(b"\n") + 1
         if end:
-            await stream.send_all(bytes(buffer[:end]))
+            self._out += buffer[:end]
             del buffer[:end]
-        if len(buffer) > max_line:
-            raise LineTooLong(f"line longer than {max_line} bytes")
+        if len(buffer) > self.max_line:
+            raise LineTooLong(f"line longer than {self.max_line} bytes")
+
+    def data_to_send(self) -> bytes:
+        data, self._out = bytes(self._out), bytearray()
+        return data
