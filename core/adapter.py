@@ -216,11 +216,12 @@ class ConnectionServer:
                 self._writers = None
 
     async def run_connection(
-        self, stream: trio.abc.Stream, transport: Transport | None = None
+        self, stream: trio.abc.Stream, transport: Transport | None = None, initial: bytes = b""
     ) -> None:
         """Serve one client until either side ends the connection; `stream` is the accepted
         one (TLS: its client certificate may log in, core/cert_login.py), the transport over
-        it a `StreamTransport` unless given (a WebSocket).
+        it a `StreamTransport` unless given (a WebSocket). `initial`: bytes already read from
+        it (by the any-protocol port, to tell the protocol), handed to the session first.
 
         This task is the reader, and the one task an idle connection has: it reads in this
         frame, not in a nested coroutine, and has a cancel scope but no nursery of its own
@@ -240,6 +241,8 @@ class ConnectionServer:
             with trio.CancelScope() as ending:  # cancelled once the session is done and flushed
                 link = Link(self, session, transport, ending)
                 session.link = link
+                if initial:
+                    await session.receive(initial)
                 await self._read(session, transport)
                 if link.writing is None:  # the reader ended: flush what is left
                     link.wake()

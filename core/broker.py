@@ -15,11 +15,13 @@ import contextlib
 import gc
 import logging
 from collections.abc import Iterator, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from herald.core import definitions
+from herald.core.any_protocol import serve_any_port
 from herald.core.auth import AccessControl
 from herald.core.connection_deadlines import ConnectionDeadlines
 from herald.core.connections import ConnectionRegistry
@@ -32,6 +34,7 @@ from herald.core.tls import server_context
 from herald.core.vhost import VirtualHost
 
 if TYPE_CHECKING:
+    from herald.core.adapter import ConnectionServer
     from herald.core.auth import User
     from herald.core.config import HeraldConfig
     from herald.core.plugin_types import Listener
@@ -107,6 +110,8 @@ class Broker:
         self.definitions = Definitions(self.store)
         self.timers = Timers()
         self.connection_deadlines = ConnectionDeadlines(self.timers)
+        self.protocol_servers: dict[str, ConnectionServer] = {}
+        """The running protocols' connection servers, by protocol (core/serving.py)."""
         self.alarms = Alarms()
         self.memory = MemoryMonitor(
             self.alarms,
@@ -257,6 +262,14 @@ class Broker:
                 section = self.config.plugins.get(spec.name)
                 bound = await listeners.start(spec.serve, self, section)
                 self.listeners.extend(bound)
+            broker_section = self.config.broker
+            for tls, port in (
+                (False, broker_section.any_port),
+                (True, broker_section.any_tls_port),
+            ):
+                if port is not None:
+                    any_port = partial(serve_any_port, self, tls=tls)
+                    self.listeners.extend(await listeners.start(any_port))
             task_status.started(self)
             await self._stop.wait()
             log.info("herald stopping: closing %d connection(s)", len(self.connections))

@@ -33,22 +33,15 @@ from cattrs.gen import make_dict_structure_fn, override
 from herald.core.errors import ConfigError, InvalidValue, show_value
 from herald.core.sizes import parse_watermark
 from herald.core.tls import TLSSection
+from herald.core.validators import not_negative as _not_negative
+from herald.core.validators import optional_port
+from herald.core.validators import positive as _positive
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _show = show_value
 
 
 # -- validators (the model's rules; they run on structuring, on init and on attrs.evolve) ------
-
-
-def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise InvalidValue(f"must be more than 0, got {_show(value)}", attribute.name)
-
-
-def _not_negative(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-    if value < 0:
-        raise InvalidValue(f"must be at least 0, got {_show(value)}", attribute.name)
 
 
 def _not_empty(_inst: object, attribute: attrs.Attribute, value: str | tuple[str, ...]) -> None:
@@ -99,6 +92,12 @@ class BrokerSection:
     max_connections_per_user: int = attrs.field(default=0, validator=_not_negative)
     """Connections one user may have open at once (0: no limit); one more is refused at login
     with the protocol's "not allowed" (RabbitMQ's per-user `max-connections` limit)."""
+    any_host: str = "0.0.0.0"
+    any_port: int | None = attrs.field(default=None, validator=optional_port)
+    """One port serving every protocol that can be told from its first bytes (AMQP 0-9-1,
+    MQTT, STOMP: ActiveMQ Apollo's any-protocol port); None: off, 0: any free port."""
+    any_tls_port: int | None = attrs.field(default=None, validator=optional_port)
+    """The same over TLS (needs `[tls]` with a certificate); None: off."""
 
 
 @attrs.frozen

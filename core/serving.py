@@ -57,8 +57,10 @@ async def serve_protocol(
     task_status: trio.TaskStatus[list[Listener]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Bind every listener, report them through `task_status`, serve until cancelled."""
+    broker = server.broker
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
+        broker.protocol_servers[server.protocol] = server  # for the any-protocol port
         bound: list[Listener] = []
         for spec in listeners:
             context = tls if spec.transport in ("tls", "wss") else None
@@ -88,3 +90,7 @@ async def serve_protocol(
                 )
             bound.extend(await nursery.start(start))
         task_status.started(bound)
+        try:
+            await trio.sleep_forever()
+        finally:
+            broker.protocol_servers.pop(server.protocol, None)
