@@ -56,6 +56,10 @@ class Connection:
         return f"<Connection #{self.id} {self.protocol} {self.peer}>"
 
 
+class UserConnectionLimit(NotAllowed):
+    """A user is at `broker.max_connections_per_user` (530; MQTT answers QUOTA_EXCEEDED)."""
+
+
 class TooManyConnections(HeraldError):
     """The broker holds `broker.max_connections` connections: a new one is closed at once."""
 
@@ -101,7 +105,8 @@ class ConnectionRegistry:
 
     def admit(self, connection: Connection, user: str) -> None:
         """`user` logged in on `connection`: count it against the per-user limit, or raise
-        NotAllowed (530) and leave the connection for the protocol to refuse."""
+        UserConnectionLimit (a NotAllowed, 530) and leave the connection for the protocol to
+        refuse."""
         count = self._per_user.get(user, 0)
         if self.max_per_user and count >= self.max_per_user:
             log.warning(
@@ -110,7 +115,7 @@ class ConnectionRegistry:
                 user,
                 count,
             )
-            raise NotAllowed(
+            raise UserConnectionLimit(
                 f"connection refused: user '{user}' has reached its limit of"
                 f" {self.max_per_user} connections"
             )
