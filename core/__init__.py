@@ -6,17 +6,16 @@ The public API for embedding and for plugin authors:
 - `herald.core.Broker`: the broker itself;
 - `herald.core.hookimpl`: the marker for plugin hook implementations.
 
-`embedded` and `Broker` are imported lazily so that plugin modules importing `hookimpl` do
-not pull in the whole kernel.
+All three are imported lazily: plugin modules importing `hookimpl` do not pull in the whole
+kernel, and a sans-IO codec importing `herald.core.errors` loads neither pluggy nor trio.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from herald.core.hookspecs import hookimpl as hookimpl
-
 if TYPE_CHECKING:
+    from herald.core.hookspecs import hookimpl as hookimpl
     from herald.core.broker import Broker as Broker
     from herald.core.embedding import embedded as embedded
 
@@ -24,6 +23,10 @@ __all__ = ["Broker", "embedded", "hookimpl"]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "hookimpl":
+        from herald.core.hookspecs import hookimpl
+
+        return hookimpl
     if name == "embedded":
         from herald.core.embedding import embedded
 
