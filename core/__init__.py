@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from herald.core.hookspecs import hookimpl as hookimpl
     from herald.core.broker import Broker as Broker
     from herald.core.embedding import embedded as embedded
+    from herald.core.hookspecs import hookimpl as hookimpl
 
 __all__ = ["Broker", "embedded", "hookimpl"]
 
