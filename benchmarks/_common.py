@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import psutil
 
@@ -98,7 +98,10 @@ Address = tuple[str, int]
 
 @contextmanager
 def maybe_herald(
-    brokers: list[tuple[str, Address | None]], plugins: list[str], store: str, settings=()
+    brokers: list[tuple[str, Address | None]],
+    plugins: list[str],
+    store: str,
+    settings: Sequence[str] = (),
 ) -> Iterator[tuple[dict[str, int], psutil.Process | None]]:
     """herald_broker() when herald is among the brokers, else nothing."""
     if any(address is None for _, address in brokers):
@@ -117,7 +120,13 @@ def listening_process(address: Address) -> psutil.Process | None:
     if host not in ("127.0.0.1", "localhost", "::1"):
         return None
     for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+        # laddr is () for a socket with no address
+        if (
+            conn.status == psutil.CONN_LISTEN
+            and conn.laddr
+            and conn.laddr.port == port
+            and conn.pid
+        ):
             return psutil.Process(conn.pid)
     raise RuntimeError(f"no listener seen on port {port}: peer down, or not root?")
 
@@ -192,6 +201,10 @@ def report(
     }
 
 
+@overload
+def cpu_seconds(process: psutil.Process) -> float: ...
+@overload
+def cpu_seconds(process: psutil.Process | None) -> float | None: ...
 def cpu_seconds(process: psutil.Process | None) -> float | None:
     """User + system CPU time of a process; None when it is not on this machine."""
     if process is None:

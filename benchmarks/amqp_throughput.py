@@ -27,6 +27,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pika
@@ -150,9 +151,13 @@ def publish_confirmed(
         else:
             send_more()
 
+    def on_confirming(_frame: Any) -> None:
+        wait_start(shared)
+        send_more()
+
     def on_channel(channel: Any) -> None:
         state["channel"] = channel
-        channel.confirm_delivery(on_confirm, callback=lambda _f: (wait_start(shared), send_more()))
+        channel.confirm_delivery(on_confirm, callback=on_confirming)
 
     conn = pika.SelectConnection(
         params(address),
@@ -165,7 +170,7 @@ def publish_confirmed(
 # -- one run --------------------------------------------------------------------------------
 def run(
     args: argparse.Namespace, address: Address, broker: Any, scenario: str, size: int, rate: float
-):
+) -> dict:
     """One scenario against one broker: declare a fresh durable queue, run, delete it."""
     queue = f"bench-{scenario}-{size}-{time.monotonic_ns()}"
     setup = pika.BlockingConnection(params(address))
@@ -174,7 +179,7 @@ def run(
     shared = Shared(total)
     stamped = bool(rate)
     consumers = [(consume, (address, queue, stamped, args.publishers))] * args.consumers
-    publishers = []
+    publishers: list[tuple[Callable, tuple]] = []
     for i in range(args.publishers):
         count = total // args.publishers + (total % args.publishers if i == 0 else 0)
         common = (address, queue, count, size, rate, i, args.publishers)

@@ -80,6 +80,7 @@ class Herald:
         deadline = time.monotonic() + START_TIMEOUT
         while not all(self._up(port) for port in self.ports.values()):
             if self.process.poll() is not None or time.monotonic() > deadline:
+                assert self.process.stderr is not None  # stderr=PIPE
                 raise RuntimeError(f"herald did not start: {self.process.stderr.read()!r}")
             time.sleep(0.1)
 

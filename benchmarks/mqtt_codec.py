@@ -20,6 +20,7 @@ import time
 
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
+    NO_PROPERTIES,
     ConnAck,
     Connect,
     MQTTConnection,
@@ -44,9 +45,11 @@ def connected(version: int) -> MQTTConnection:
 
 
 def publishes(qos: int, count: int, props: Properties | None) -> list[Publish]:
-    extra = {} if props is None else {"properties": props}
+    properties = NO_PROPERTIES if props is None else props
     return [
-        Publish(TOPIC, PAYLOAD, qos, packet_id=(i % 65535) + 1 if qos else None, **extra)
+        Publish(
+            TOPIC, PAYLOAD, qos, packet_id=(i % 65535) + 1 if qos else None, properties=properties
+        )
         for i in range(count)
     ]
 
@@ -104,8 +107,10 @@ def main(argv: list[str]) -> None:
         for name, (version, packets) in cases.items():
             for kind, rate in (("decode", decode_rate), ("encode", encode_rate)):
                 samples.setdefault((name, kind), []).append(rate(version, packets))
+    rates: dict[str, dict[str, int]] = {}
     for (name, kind), values in samples.items():
-        result.setdefault(name, {})[kind] = round(statistics.median(values))  # type: ignore[index]
+        rates.setdefault(name, {})[kind] = round(statistics.median(values))
+    result.update(rates)
     print(json.dumps(result, indent=2))
 
 

@@ -75,7 +75,9 @@ class Client:
         self.paho.on_publish = self._on_publish
         self.paho.connect(*address, keepalive=120)
         # paho leaves Nagle's algorithm on, which delays 4 KiB PUBLISHes by up to 40 ms
-        self.paho.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = self.paho.socket()
+        assert isinstance(sock, socket.socket)  # plain TCP: no TLS, no WebSocket
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.pump_until(lambda: self.events > 0)
 
     def _on_event(self, *_args: Any) -> None:
@@ -88,6 +90,7 @@ class Client:
     def pump(self, timeout: float) -> None:
         """Wait up to `timeout` for the socket; write what is pending, read what has come."""
         sock = self.paho.socket()
+        assert sock is not None  # connected in __init__
         writing = [sock] if self.paho.want_write() else []
         readable, writable, _ = select.select([sock], writing, [], timeout)
         if writable:

@@ -54,7 +54,7 @@ class Latencies:
         self._lock = threading.Lock()
         self._values: dict[str, list[float]] = {}
 
-    def add(self, protocol: str, body: bytes) -> None:
+    def add(self, protocol: str, body: bytes | bytearray) -> None:
         sent = int(body.split(b":", 1)[0])
         with self._lock:
             self._values.setdefault(protocol, []).append((time.time_ns() - sent) / 1e6)
@@ -169,14 +169,16 @@ def churn(ports: dict[str, int], every: float, stop: threading.Event) -> None:
         amqp = pika.BlockingConnection(pika.ConnectionParameters("127.0.0.1", ports["amqp"]))
         amqp.channel().basic_publish("", "soak-churn", b"churn")
         if rude:
-            amqp._impl._transport._sock.close()  # type: ignore[attr-defined]  # a crash
+            amqp._impl._transport._sock.close()  # a crash
         else:
             amqp.close()
         client = mqtt_client(ports["mqtt"], f"churn-{n}")
         client.publish("soak/churn", b"churn", qos=1).wait_for_publish(10)
         client.loop_stop()
         if rude:
-            client.socket().close()
+            sock = client.socket()
+            assert sock is not None  # connected: loop_stop leaves the socket open
+            sock.close()
         else:
             client.disconnect()
         conn = stomp.Connection12([("127.0.0.1", ports["stomp"])], vhost="/")

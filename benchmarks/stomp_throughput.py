@@ -77,6 +77,7 @@ class Consumer(stomp.ConnectionListener):
         print(f"STOMP ERROR: {frame.headers} {frame.body!r}", file=sys.stderr)
 
     def on_message(self, frame: Any) -> None:
+        assert self.conn is not None  # set before subscribing
         self.conn.ack(frame.headers["ack"])
         self.receipts.got(frame.body)
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
 MIB = 1 << 20
 SPLIT_BYTES = 128 * MIB  # Spark's own default for files (spark.sql.files.maxPartitionBytes)
+Default = TypeVar("Default", int, None)  # parse_int's result is an int unless its default is None
 
 
 class OptionError(ValueError):
@@ -38,7 +40,9 @@ def parse_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(f"option {name}: expected true or false, not {text!r}")
 
 
-def parse_int(options: Mapping[str, str], name: str, default: int | None, low: int = 0):
+def parse_int(
+    options: Mapping[str, str], name: str, default: Default, low: int = 0
+) -> int | Default:
     text = _get(options, name)
     if text is None:
         return default

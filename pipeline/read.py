@@ -91,11 +91,13 @@ def first_store_ms(root: Path, start: int) -> int | None:
     with segment:
         for at, magic, _ in hop(segment, 0, segment.size):
             if magic == MAGIC_MESSAGE:
-                return MESSAGE.unpack_from(segment.map, at)[STORE_MS]
+                return MESSAGE.unpack_from(segment.data, at)[STORE_MS]
     return None
 
 
-def plan(view: LogView, options: ReadOptions, begin: int | None = None, end: int | None = None):
+def plan(
+    view: LogView, options: ReadOptions, begin: int | None = None, end: int | None = None
+) -> list[Split]:
     """The splits of a batch read: the readable log, cut to the offset and time options."""
     lo = view.start if begin is None else begin
     hi = view.end if end is None else end

@@ -69,6 +69,13 @@ class Segment:
         self.path = path
         self.start = start
 
+    @property
+    def data(self) -> mmap.mmap:
+        """The map, for readers of records: only an empty segment (no records) has none."""
+        if self.map is None:
+            raise ValueError(f"{self.path}: an empty segment has no records to read")
+        return self.map
+
     def close(self) -> None:
         """Unmap now, or, while Arrow still holds a buffer over the map, when it lets go."""
         try:
@@ -96,7 +103,7 @@ def valid_size(segment: Segment, at: int) -> tuple[int, int] | None:
     rest = segment.size - at
     if rest < PREFIX.size:
         return None
-    data = segment.map
+    data = segment.data
     size, magic = PREFIX.unpack_from(data, at)
     if magic == MAGIC_END:
         return (magic, size) if size == rest else None
@@ -113,7 +120,7 @@ def valid_size(segment: Segment, at: int) -> tuple[int, int] | None:
 def metadata_at(segment: Segment, at: int, size: int) -> MetadataRecord | None:
     """The metadata record at `at` (already checked by `valid_size`), decoded by record.py."""
     try:
-        record = decode(segment.map[at : at + size], segment.start + at)
+        record = decode(segment.data[at : at + size], segment.start + at)
     except RecordError:
         return None
     return record if isinstance(record, MetadataRecord) else None
@@ -148,7 +155,7 @@ def _checked(segment: Segment, at: int) -> bool:
     if magic == MAGIC_END:
         return True
     try:
-        decode(segment.map[at : at + size], segment.start + at)
+        decode(segment.data[at : at + size], segment.start + at)
     except RecordError:
         return False
     return True

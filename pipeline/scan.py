@@ -182,7 +182,7 @@ def _native(values: pa.Array) -> pa.Array:
 def _first_bad_crc(segment: Segment, starts: pa.Array, length: pa.Array, crc: pa.Array) -> int:
     """The index of the first record whose CRC does not match, else -1."""
     begin, end = _ints(pc.add(starts, _CRC_FROM)), _ints(pc.add(starts, length))
-    data = segment.map  # slices of the mmap (copies) are cheaper than of a memoryview
+    data = segment.data  # slices of the mmap (copies) are cheaper than of a memoryview
     found = array.array("I", [crc32(data[b:e]) for b, e in zip(begin, end, strict=True)])
     expected = array.array("I")
     expected.frombytes(memoryview(crc.buffers()[1])[crc.offset * 4 : (crc.offset + len(crc)) * 4])
@@ -202,7 +202,7 @@ def _walk(
 ) -> tuple[int, bool, list[int]]:
     """Record by record from `at` for at most `limit` records: (where it stopped, whether
     the segment's data ended there, the message starts)."""
-    data = segment.map
+    data = segment.data
     view = segment.view
     base = segment.start
     unpack = COMMON.unpack_from
@@ -258,7 +258,7 @@ def walk_all(segment: Segment, at: int, stop: int, verify: bool = True) -> ScanR
 def _skip(segment: Segment, at: int, stop: int, result: ScanResult, why: str) -> int:
     """On from invalid bytes to the next valid record (or to `stop`), logging what was lost."""
     if valid_size(segment, at) is not None:  # e.g. a valid record the fast test mistrusted
-        return at + ((PREFIX.unpack_from(segment.map, at)[0] + ALIGN - 1) & ~(ALIGN - 1))
+        return at + ((PREFIX.unpack_from(segment.data, at)[0] + ALIGN - 1) & ~(ALIGN - 1))
     result.corrupt += 1
     found = first_record(segment, at + ALIGN, stop)
     log.error(

@@ -129,7 +129,7 @@ class HeraldStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.warning("herald stream: log positions %d to %d were deleted; skipped", *lost)
         return lost[1]
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[HeraldPartition]:
         begin, stop = int(start["offset"]), int(end["offset"])
         if begin >= stop:
             return []
@@ -219,7 +219,7 @@ def position_at_time(view: LogView, when_ms: int) -> int:
             for rel, magic, _ in hop(segment, 0, stop):
                 if (
                     magic == MAGIC_MESSAGE
-                    and MESSAGE.unpack_from(segment.map, rel)[STORE_MS] >= when_ms
+                    and MESSAGE.unpack_from(segment.data, rel)[STORE_MS] >= when_ms
                 ):
                     return seg + rel
     return view.end

@@ -184,8 +184,8 @@ class ConsumeQueue:
         index = self.find(offset, low, last_offset)
         if index is None:
             return None
-        entry = self.entry(index)
-        return None if entry is None else (index, entry)
+        kept = self.entry(index)
+        return None if kept is None else (index, kept)
 
     def lower_bound(self, offset: int, low: int) -> int:
         """The first index in [low, length) whose offset is >= `offset` (length if none)."""

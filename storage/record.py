@@ -122,7 +122,9 @@ class Pending:
         return self.head(position) + self.body
 
 
-def _pending(layout: struct.Struct, kind: Kind, fields: tuple[Any, ...], parts: list[bytes]):
+def _pending(
+    layout: struct.Struct, kind: Kind, fields: tuple[Any, ...], parts: list[bytes]
+) -> Pending:
     size = COMMON.size + layout.size + sum(map(len, parts))
     pad = aligned(size) - size
     body = b"".join([layout.pack(*fields), *parts, _ZEROS[:pad]])

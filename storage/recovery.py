@@ -184,7 +184,8 @@ def recover(root: Path, log_files: MappedFileQueue, state: StoreState, crashed: 
         index.load()
     store_ms = checkpoint.store_ms if checkpoint is not None else 0
     start = checkpoint.log_end if checkpoint is not None else log_files.min_offset
-    records, skipped, was_cut = 0, [], False
+    skipped: list[tuple[str, int, int]] = []
+    records, was_cut = 0, False
     if not crashed:
         end = start
         limit = log_files.segment_start(end) + log_files.size

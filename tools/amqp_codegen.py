@@ -18,9 +18,23 @@ import difflib
 import struct
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
-from amqp_spec import BASIC_PROPERTIES, BOTH, CLASSES, CLIENT, SERVER, AMQPClass, Field, Method
+
+if TYPE_CHECKING:  # mypy checks tools/amqp_spec.py under the name the tests import it by
+    from tools.amqp_spec import (
+        BASIC_PROPERTIES,
+        BOTH,
+        CLASSES,
+        CLIENT,
+        SERVER,
+        AMQPClass,
+        Field,
+        Method,
+    )
+else:  # run as a script, whose folder is on sys.path
+    from amqp_spec import BASIC_PROPERTIES, BOTH, CLASSES, CLIENT, SERVER, AMQPClass, Field, Method
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "plugins" / "amqp" / "codec" / "methods.py"

@@ -30,6 +30,7 @@ import tempfile
 import time
 import unittest
 from pathlib import Path
+from typing import Any
 
 SUITES = ("client_test", "client_test5")
 
@@ -148,8 +149,8 @@ def _run_suite(interop: Path, suite: str, port: int, selected: list[str], verbos
 
 
 class _Counting(unittest.TextTestResult):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # unittest's (stream, ...) as it is
+        super().__init__(*args, **kwargs)
         self.passed: list[str] = []
 
     def addSuccess(self, test: unittest.TestCase) -> None:  # unittest's name
@@ -165,26 +166,29 @@ def _child(suite: str, interop: Path, port: int, selected: list[str]) -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     prefix = "client_test5/" if suite == "client_test5" else ""
-    module.host, module.port, module.topic_prefix = "127.0.0.1", port, prefix
-    module.topics = tuple(
-        prefix + t for t in ("TopicA", "TopicA/B", "Topic/C", "TopicA/C", "/TopicA")
+    vars(module).update(
+        host="127.0.0.1",
+        port=port,
+        topic_prefix=prefix,
+        topics=tuple(prefix + t for t in ("TopicA", "TopicA/B", "Topic/C", "TopicA/C", "/TopicA")),
+        wildtopics=tuple(
+            prefix + t for t in ("TopicA/+", "+/C", "#", "/#", "/+", "+/+", "TopicA/#")
+        ),
+        nosubscribe_topics=("test/nosubscribe",),
     )
-    module.wildtopics = tuple(
-        prefix + t for t in ("TopicA/+", "+/C", "#", "/#", "/+", "+/+", "TopicA/#")
-    )
-    module.nosubscribe_topics = ("test/nosubscribe",)
     loader = unittest.TestLoader()
     if selected:
         loader.testNamePatterns = [f"*{name}*" for name in selected]
     tests = loader.loadTestsFromTestCase(module.Test)
     runner = unittest.TextTestRunner(stream=sys.stderr, verbosity=2, resultclass=_Counting)
     result = runner.run(tests)
+    assert isinstance(result, _Counting)
     name = lambda pair: pair[0].id().rpartition(".")[2]  # noqa: E731
     print(
         json.dumps(
             {
                 "run": result.testsRun,
-                "passed": len(result.passed),  # type: ignore[attr-defined]
+                "passed": len(result.passed),
                 "failed": sorted(map(name, result.failures)),
                 "errors": sorted(map(name, result.errors)),
                 "skipped": sorted(map(name, result.skipped)),

@@ -76,8 +76,8 @@ class _HeraldContainers:
         from tests.docker_client import ContainerInfo  # the suite's own class
 
         url = urlsplit(os.environ[URL_ENV])
-        ports = {"5672/tcp": url.port, "5671/tcp": int(os.environ[TLS_PORT_ENV])}
-        return ContainerInfo(id="herald", ports=ports, host=url.hostname)
+        mapped = {"5672/tcp": url.port, "5671/tcp": int(os.environ[TLS_PORT_ENV])}
+        return ContainerInfo(id="herald", ports=mapped, host=url.hostname)
 
     def kill(self, container_id: str) -> None:
         pass  # herald outlives the suite: the runner stops it

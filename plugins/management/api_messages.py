@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from herald.core.consumer import Consumer
-from herald.core.message import Message, Properties
+from herald.core.message import NATIVE_PROTOCOL, Message, Properties
 from herald.core.publish_result import RouteStatus
 from herald.core.queue_entry import QueueEntry
 from herald.plugins.management import store_access
@@ -122,6 +122,8 @@ async def publish(ctx: Ctx) -> dict[str, Any]:
 
 class _GetSink:
     """The holder of messages taken by a get: never pushed to, settled before we answer."""
+
+    protocol = NATIVE_PROTOCOL  # what it reads: the neutral form (shapes.message_json)
 
     def deliver(self, consumer: Consumer, entry: QueueEntry) -> None:  # pragma: no cover
         raise AssertionError("a get holder is never delivered to")

@@ -15,12 +15,13 @@ import logging
 import socket
 import ssl
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
+from hypercorn.typing import ASGIFramework
 
 from herald.core.listeners import ListenerBindError
 from herald.core.plugin_types import Listener
@@ -163,7 +164,9 @@ async def run(broker: Broker, *, task_status: trio.TaskStatus[None]) -> None:
     section = broker.config.plugins.get(NAME)
     config = section if isinstance(section, ManagementConfig) else ManagementConfig()
     state = ManagementState.for_broker(broker, config)
-    app = build_app(state)
+    # Starlette's ASGI types (MutableMapping scopes) and hypercorn's (TypedDicts) describe
+    # the same calls but do not unify (hypercorn issue #353): say which one this is.
+    app = cast(ASGIFramework, build_app(state))
     hc = hypercorn_config(config, https_context(broker))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(state.rates.run, config.sample_interval)

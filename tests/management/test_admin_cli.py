@@ -178,7 +178,7 @@ async def test_close_connection_with_a_reason(broker: Broker) -> None:
     assert row[1:4] == ["amqp", "guest", "/"]
     ok(await herald(broker, "close", "connection", row[0], "--reason", "cli says bye"))
 
-    def wait_for_close() -> BaseException:
+    def wait_for_close() -> pika.exceptions.ConnectionClosedByBroker:
         with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
             for _ in range(100):
                 connection.process_data_events(time_limit=0.1)

@@ -156,7 +156,7 @@ async def test_console_in_headless_chromium(broker: Broker, tmp_path: Path) -> N
         await trio.to_thread.run_sync(_drive, base, executable, tmp_path)
         assert (tmp_path / "console-overview.png").stat().st_size > 10_000
 
-        def wait_for_close() -> BaseException:
+        def wait_for_close() -> pika.exceptions.ConnectionClosedByBroker:
             with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
                 for _ in range(100):
                     connection.process_data_events(time_limit=0.1)

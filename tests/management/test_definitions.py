@@ -115,7 +115,8 @@ async def test_users_and_permissions_crud(broker: Broker, api: httpx.AsyncClient
     assert (await api.get("/api/users/carol")).json()["tags"] == ["management"]
     assert (await api.get("/api/users/carol")).json()["hashing_algorithm"] == "herald_scrypt"
     assert (await api.put("/api/users/carol", json={"tags": "administrator"})).status_code == 204
-    assert broker.users.get_user("carol").tags == {"administrator"}
+    user = broker.users.get_user("carol")
+    assert user is not None and user.tags == {"administrator"}
     assert "carol" in [u["name"] for u in (await api.get("/api/users")).json()]
     perms = {"configure": "^c", "write": ".*", "read": ".*"}
     assert (await api.put("/api/permissions/%2F/carol", json=perms)).status_code == 201

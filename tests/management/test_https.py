@@ -11,7 +11,7 @@ import httpx
 import pytest
 import trio
 import trustme
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from herald.core.broker import Broker
 from herald.core.cli import main
@@ -97,7 +97,7 @@ async def test_api_over_https_verified_against_the_ca(
             assert answer.status_code == 200
 
         # `herald admin` over HTTPS: --cacert verifies, without it the error says why.
-        def admin(*args: str) -> object:
+        def admin(*args: str) -> Result:
             return CliRunner().invoke(main, ["admin", "--url", url, *args, "overview"])
 
         with trio.fail_after(30):

@@ -12,6 +12,7 @@ import trio
 
 from herald.core.broker import Broker
 from herald.storage import record as rec
+from herald.storage.commitlog import CommitLogStore
 from tests.management.helpers import assert_error, client, management_broker
 
 PUBLISH = "/api/exchanges/%2F/amq.default/publish"
@@ -134,13 +135,17 @@ async def test_swap_state_of_a_long_durable_queue(tmp_path: Path) -> None:
 
 def _positions(broker: Broker) -> dict[str, int]:
     """message id -> commit-log position, by walking the log's records."""
+    assert isinstance(broker.store, CommitLogStore)
     log = broker.store.log
     found: dict[str, int] = {}
     position = log.min_offset
     while position < log.write_offset:
         head = log.read(position, rec.PREFIX.size)
+        assert head is not None
         size, _ = rec.PREFIX.unpack(head)
-        record = rec.decode(log.read(position, size), position)
+        data = log.read(position, size)
+        assert data is not None
+        record = rec.decode(data, position)
         if isinstance(record, rec.MessageRecord) and record.message_id:
             found[record.message_id] = position
         position += rec.aligned(size)

@@ -87,7 +87,7 @@ def test_rows_match_record_py_decoding_of_the_same_records(live_dir: Path) -> No
             for row in batch.to_pylist():
                 with Segment(view.path_of(split.segment), split.segment) as segment:
                     at = row["offset"] - split.segment
-                    record = decode(segment.map[at : at + row["stored_size"]], row["offset"])
+                    record = decode(segment.data[at : at + row["stored_size"]], row["offset"])
                 assert isinstance(record, MessageRecord)
                 assert row["exchange"] == record.exchange
                 assert row["routing_key"] == record.routing_key
@@ -102,12 +102,14 @@ def test_rows_match_record_py_decoding_of_the_same_records(live_dir: Path) -> No
 
 def test_the_arrow_schema_is_what_spark_expects(spark: Any) -> None:
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import _parse_datatype_string
+    from pyspark.sql.types import StructType, _parse_datatype_string
 
     from herald.pipeline.schema import arrow_schema, ddl
 
     for text in (False, True):
-        expected = to_arrow_schema(_parse_datatype_string(ddl(text)), timezone="UTC")
+        struct = _parse_datatype_string(ddl(text))
+        assert isinstance(struct, StructType)
+        expected = to_arrow_schema(struct, timezone="UTC")
         assert arrow_schema(text) == expected
 
 

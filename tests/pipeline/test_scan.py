@@ -8,6 +8,7 @@ import random
 import zlib
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,19 +50,19 @@ def _mixed_log() -> tuple[LogBuilder, list[int]]:
             log.add(record.Pending(48, record.MAGIC_MESSAGE, zlib.crc32(data), data + bytes(4)))
         else:
             body = bytes(rng.randrange(256) for _ in range(rng.choice((0, 1, 7, 100, 600))))
-            extra = {"message_id": f"m{i}"} if i % 5 == 0 else {}
+            message_id = f"m{i}" if i % 5 == 0 else None
             targets = [(1, i), (2, i)] if i % 7 == 0 else None
-            positions.append(log.add(message(i, body, targets, **extra)))
+            positions.append(log.add(message(i, body, targets, message_id)))
         i += 1
     # a body with a record header at an aligned spot, holding that spot's own position
     plain = message(i, bytes(512))
     at = log.at
     fake_at = (at + plain.size - 512 + 7) & ~7
-    body = bytearray(512)
+    fake = bytearray(512)
     head = record.COMMON.pack(64, record.magic_of(record.Kind.ACK), 0, fake_at)
     offset = fake_at - (at + plain.size - 512)
-    body[offset : offset + len(head)] = head
-    positions.append(log.add(message(i, bytes(body))))
+    fake[offset : offset + len(head)] = head
+    positions.append(log.add(message(i, bytes(fake))))
     return log, positions
 
 
@@ -113,8 +114,8 @@ def test_the_fast_pass_finds_what_the_record_walk_finds(
     walked: list[int] = []
     walk_some = scan._walk
 
-    def counted(*args: object) -> tuple[int, bool, list[int]]:
-        found = walk_some(*args)  # type: ignore[arg-type]
+    def counted(*args: Any) -> tuple[int, bool, list[int]]:
+        found = walk_some(*args)
         walked.extend(found[2])
         return found
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pika
 import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from herald.pipeline.log_view import open_log
 from herald.pipeline.stream import DataLossError, HeraldStreamReader
@@ -116,9 +117,9 @@ def test_a_deleted_segment_is_an_error_or_skipped(tmp_path: Path) -> None:
     first.unlink()  # as retention would
     strict = HeraldStreamReader({"path": str(copy), "startingOffsets": "earliest"})
     with pytest.raises(DataLossError, match="deleted by retention"):
-        strict.latestOffset({"offset": view.segments[0]}, None)
+        strict.latestOffset({"offset": view.segments[0]}, ReadAllAvailable())
     lenient = HeraldStreamReader({"path": str(copy), "failOnDataLoss": "false"})
-    end = lenient.latestOffset({"offset": view.segments[0]}, None)
+    end = lenient.latestOffset({"offset": view.segments[0]}, ReadAllAvailable())
     assert end == {"offset": open_log(copy).end}
     parts = lenient.partitions({"offset": view.segments[0]}, end)
     rows = sum(b.num_rows for p in parts for b in p.batches())

@@ -40,6 +40,13 @@ def message(n: int, body_size: int = 16) -> Message:
     )
 
 
+def log_position(store: CommitLogStore, queue_id: int, offset: int) -> int:
+    """The commit-log position of the message at `offset` in a queue (still kept there)."""
+    entry = store.state.queues[queue_id].cq.get(offset)
+    assert entry is not None
+    return entry[0]
+
+
 async def scenario(spec: dict[str, Any]) -> None:
     store = CommitLogStore(Path(spec["path"]), CommitLogConfig(**spec.get("config", {})))
     await store.open(CodecRegistry())
@@ -51,7 +58,7 @@ async def scenario(spec: dict[str, Any]) -> None:
     for n in range(spec.get("count", 0)):
         targets = [QueueTarget(q, n) for q in queues]
         ticket = store.append(message(n, spec.get("body", 16)), targets)
-        positions.append((store.state.queues[queues[0]].cq.get(n)[0], ticket))
+        positions.append((log_position(store, queues[0], n), ticket))
         if n + 1 == spec.get("checkpoint_after"):
             await store.checkpoint()
     for offset in spec.get("acks", []):

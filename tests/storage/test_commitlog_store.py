@@ -9,11 +9,13 @@ import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import attrs
 import pytest
 import trio
 
+from herald.core.broker import Broker
 from herald.core.config import InvalidValue
 from herald.core.errors import InternalError, ResourceError
 from herald.core.message import CodecRegistry
@@ -22,8 +24,8 @@ from herald.core.store import QueueTarget
 from herald.storage import commitlog, commitlog_plugin
 from herald.storage import record as rec
 from herald.storage.commitlog import CommitLogConfig, CommitLogStore
-from herald.storage.mapped_file import MappedFile
-from tests.storage.crash_helper import message
+from herald.storage.mapped_file import MappedFile, Writer
+from tests.storage.crash_helper import log_position, message
 from tests.storage.test_recovery import CONFIG, ids, opened
 
 
@@ -59,7 +61,7 @@ async def test_reclaim_deletes_dead_segments_but_not_the_active_one(tmp_path: Pa
         await store.checkpoint()  # both kept checkpoints now start after the old segments
         assert await store.reclaim() == 0  # the checkpoints already reclaimed everything
         left = sorted(os.listdir(segments))
-        kept_for_150 = store.log.segment_start(store.state.queues[1].cq.get(150)[0])
+        kept_for_150 = store.log.segment_start(log_position(store, 1, 150))
         active = store.log.segment_start(store.log.write_offset)
         assert {int(name) for name in left} >= {kept_for_150, active}
         assert len(left) <= 3  # the one holding m150, the active one, maybe one made ahead
@@ -107,7 +109,7 @@ async def test_offsets_only_grow_across_restarts(tmp_path: Path) -> None:
         assert store.queue_next_offset(1) == 7
 
 
-def fail_with(code: int):
+def fail_with(code: int) -> Writer:
     def write(file: MappedFile, at: int, parts: Sequence[bytes]) -> None:
         file.map[at : at + 8] = b"partial!"
         raise OSError(code, os.strerror(code))
@@ -244,23 +246,29 @@ def test_hooks(tmp_path: Path) -> None:
     store = backend.factory(CONFIG, tmp_path)
     assert isinstance(store, CommitLogStore)
     assert store.root == tmp_path / "store" and store.config == CONFIG
-    assert backend.factory(None, tmp_path).config == CommitLogConfig()
+    default = backend.factory(None, tmp_path)
+    assert isinstance(default, CommitLogStore) and default.config == CommitLogConfig()
 
     @attrs.define
     class BrokerWith:
         store: object
 
-    services = commitlog_plugin.herald_services(BrokerWith(store))
+    # A stand-in for the broker: the hook reads only its `store`.
+    services = commitlog_plugin.herald_services(cast(Broker, BrokerWith(store)))
     assert all(isinstance(service, Service) for service in services)
     assert [s.name for s in services] == ["commitlog-flusher", "commitlog-disk-monitor"]
-    assert commitlog_plugin.herald_services(BrokerWith(object())) == []
+    assert commitlog_plugin.herald_services(cast(Broker, BrokerWith(object()))) == []
 
 
 def records_between(store: CommitLogStore, begin: int, end: int) -> list[rec.Record]:
     found, at = [], begin
     while at < end:
-        size, _ = rec.peek(store.log.read(at, rec.PREFIX.size))
-        found.append(rec.decode(store.log.read(at, size), at))
+        head = store.log.read(at, rec.PREFIX.size)
+        assert head is not None
+        size, _ = rec.peek(head)
+        data = store.log.read(at, size)
+        assert data is not None
+        found.append(rec.decode(data, at))
         at += rec.aligned(size)
     return found
 
@@ -303,6 +311,7 @@ async def test_many_acks_are_split_across_records(tmp_path: Path) -> None:
         assert isinstance(full, rec.AcksRecord) and len(full.queue_offsets) == count - 10
         await store.wait_durable(store.statistics().appended_ticket)  # and the rest now
         records = records_between(store, end, store.statistics().appended_ticket)
-        assert [len(r.queue_offsets) for r in records] == [count - 10, 10]
+        acks = [r for r in records if isinstance(r, rec.AcksRecord)]
+        assert acks == records and [len(r.queue_offsets) for r in acks] == [count - 10, 10]
     async with opened(tmp_path, config) as store:
         assert store.statistics().messages == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from herald.storage.consume_queue import ConsumeQueue
+from herald.storage.consume_queue import ConsumeQueue, Entry
 
 
 def _queue(directory: Path, offsets: list[int], per_file: int = 8) -> ConsumeQueue:
@@ -18,7 +18,7 @@ def _queue(directory: Path, offsets: list[int], per_file: int = 8) -> ConsumeQue
     return cq
 
 
-def _offsets(entries: list[tuple[int, ...]]) -> list[int]:
+def _offsets(entries: list[Entry]) -> list[int]:
     return [entry[5] for entry in entries]
 
 

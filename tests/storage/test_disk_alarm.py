@@ -19,8 +19,8 @@ from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.errors import ResourceError
 from herald.storage.commitlog import CommitLogStore
-from herald.storage.mapped_file import MappedFile, mmap_write
-from tests.sinks import RecordingSink, msg
+from herald.storage.mapped_file import MappedFile, Writer, mmap_write
+from tests.sinks import RecordingSink, body, msg
 
 MB = 1_000_000
 PLENTY = 10**12
@@ -69,7 +69,7 @@ async def next_alarms(broker: Broker) -> frozenset[str]:
         return await broker.alarms.wait_changed()
 
 
-def fail_with(code: int):
+def fail_with(code: int) -> Writer:
     def write(file: MappedFile, at: int, parts: Sequence[bytes]) -> None:
         file.map[at : at + 8] = b"partial!"
         raise OSError(code, os.strerror(code))
@@ -137,7 +137,7 @@ async def test_disk_full_on_append_fails_the_publish_and_raises_the_alarm(
         store(broker)._write = fail_with(errno.ENOSPC)
         with pytest.raises(ResourceError, match="disk full"):
             vhost.publish(msg("refused", "", "fan", delivery_mode=2))
-        assert [e.message.content.body for e in jobs.browse()] == [b"m0", b"m1"]
+        assert [body(e) for e in jobs.browse()] == [b"m0", b"m1"]
         assert audit.message_count == 2  # both enqueues were taken back
         assert store(broker).statistics() == before
         assert vhost.publish(msg("transient", "jobs")).queues == 1  # not stored: still flows

@@ -21,6 +21,7 @@ import trio
 from herald.core.embedding import embedded
 from herald.core.errors import ResourceError
 from herald.core.message import Message, Properties
+from herald.storage.commitlog import CommitLogStore
 from herald.storage.mapped_file import MappedFile
 from tests.sinks import RecordingSink
 
@@ -110,7 +111,8 @@ async def test_a_read_error_fails_one_delivery_attempt_and_loses_nothing(
             ticket = vhost.publish(message(n)).ticket or ticket
         await broker.store.wait_durable(ticket)
         assert queue.statistics().messages_swapped > 100
-        log_files = broker.store.log  # type: ignore[attr-defined]
+        assert isinstance(broker.store, CommitLogStore)
+        log_files = broker.store.log
         real_read = log_files.read
         failing = [True]
 

@@ -28,7 +28,7 @@ from herald.storage.checkpoint import CHECKPOINT
 from herald.storage.commitlog import CommitLogConfig, CommitLogStore
 from herald.storage.consume_queue import ConsumeQueue
 from herald.storage.mapped_file import MappedFile, file_name
-from tests.storage.crash_helper import crash, message
+from tests.storage.crash_helper import crash, log_position, message
 from tests.storage.test_recovery import flip, opened
 
 SMALL_FILES = CommitLogConfig(segment_size=64 * 1024, cq_entries_per_file=16, index_entries=256)
@@ -175,7 +175,7 @@ async def test_read_queue_drops_an_unreadable_record(
     async with opened(tmp_path, SMALL_FILES) as store:
         for n in range(10):
             store.append(message(n), [QueueTarget(1, n)])
-        position = store.state.queues[1].cq.get(4)[0]
+        position = log_position(store, 1, 4)
     flip(tmp_path, position + 60)  # found by the CRC when read, never delivered
     async with opened(tmp_path, SMALL_FILES) as store:
         got = store.read_queue(1, 0, 100, 100)
@@ -191,8 +191,8 @@ async def test_reference_counts_only_for_fan_out_messages(tmp_path: Path) -> Non
         store.append(message(0), [QueueTarget(1, 0)])
         store.append(message(1), [QueueTarget(1, 1), QueueTarget(2, 0), QueueTarget(3, 0)])
         store.append(message(2), [QueueTarget(2, 1), QueueTarget(3, 1)])
-        first = store.state.queues[2].cq.get(0)[0]
-        second = store.state.queues[2].cq.get(1)[0]
+        first = log_position(store, 2, 0)
+        second = log_position(store, 2, 1)
         assert store.state.ledger.refs == {first: 3, second: 2}
         store.ack(2, 0)
         store.ack(3, 1)

@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,9 +18,9 @@ from herald.core.store import QueueTarget
 from herald.storage.checkpoint import ABORT, CHECKPOINT, PREVIOUS
 from herald.storage.commitlog import CommitLogConfig, CommitLogStore
 from herald.storage.mapped_file import file_name
-from tests.storage.crash_helper import crash, message
+from tests.storage.crash_helper import crash, log_position, message
 
-SMALL = {"segment_size": 64 * 1024, "cq_entries_per_file": 64, "index_entries": 256}
+SMALL: dict[str, Any] = {"segment_size": 64 * 1024, "cq_entries_per_file": 64, "index_entries": 256}
 CONFIG = CommitLogConfig(**SMALL)
 
 
@@ -109,7 +110,7 @@ async def test_torn_tail_is_cut(tmp_path: Path, caplog: pytest.LogCaptureFixture
     assert "cut a torn or corrupt tail" in caplog.text
     assert os.path.getsize(file) == CONFIG.segment_size
     async with opened(tmp_path) as store:
-        entries = store.recover_queue(1)
+        entries = list(store.recover_queue(1))
         assert [e.message.message_id for e in entries] == [f"m{n}" for n in range(30)]
         assert entries[-1].message.raw == message(29, 100).raw
 
@@ -142,7 +143,7 @@ async def test_bit_flip_in_the_middle_skips_only_that_record(
             report = store.recovery
             assert report is not None
             assert ids(store) == [f"m{n}" for n in range(20) if n != 5]
-            assert store.recovery.end == written["end"]
+            assert report.end == written["end"]
             assert report.skipped == ((file_name(0), bad, written["records"][6][0] - bad),)
             assert not report.cut
             assert store.statistics().messages == 19
@@ -155,7 +156,7 @@ async def test_bit_flip_found_on_the_clean_path_is_never_delivered(
     async with opened(tmp_path) as store:
         for n in range(5):
             store.append(message(n), [QueueTarget(1, n), QueueTarget(2, n)])
-        position = store.state.queues[1].cq.get(2)[0]
+        position = log_position(store, 1, 2)
     flip(tmp_path, position + 90)
     async with opened(tmp_path) as store:
         assert store.recovery is not None and not store.recovery.crashed
