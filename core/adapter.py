@@ -275,13 +275,14 @@ class ConnectionServer:
                     sock = direct.socket
                     assert sock is not None
                     await trio.lowlevel.checkpoint_if_cancelled()
-                    data = direct.receive_now(sock)
-                    if data is None:
-                        while data is None:
+                    got = direct.receive_now(sock)
+                    if got is None:
+                        while got is None:
                             await trio.lowlevel.wait_readable(sock)
-                            data = direct.receive_now(sock)
+                            got = direct.receive_now(sock)
                     else:
                         await trio.lowlevel.cancel_shielded_checkpoint()
+                    data = got
                 if not data:
                     session.connection_lost("client closed the connection")
                     return

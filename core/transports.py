@@ -51,9 +51,9 @@ class StreamTransport:
         """The adapter has this inlined for a direct socket (no frame while idle)."""
         sock = self.socket
         if sock is None:
-            data = await self.stream.receive_some(READ_SIZE)
-            self.eof = not data
-            return data
+            chunk = await self.stream.receive_some(READ_SIZE)
+            self.eof = not chunk
+            return bytes(chunk)  # the same object when it is bytes already
         await trio.lowlevel.checkpoint_if_cancelled()
         data = self.receive_now(sock)
         if data is None:
