@@ -92,9 +92,13 @@ class MQTTConfig:
     """The longest keep alive granted (seconds). MQTT 5 clients asking for more
     are told this value (Server Keep Alive); 0 leaves the client's choice. A client asking
     for none keeps none."""
-    allow_anonymous: bool = False
-    """Accept CONNECTs without a user name, as `anonymous_user`."""
+    allow_anonymous: bool = True
+    """Accept CONNECTs without a user name (paho-mqtt's and mosquitto_pub's default), as
+    `anonymous_user`, under that user's rules: the default `guest` is loopback-only
+    (`auth.loopback_users`), so anonymous clients work from this machine and are refused
+    from others. False refuses every CONNECT without a user name."""
     anonymous_user: str = "guest"
+    """The user anonymous clients act as: its permissions and loopback restriction apply."""
     vhost: str = "/"
     """The virtual host MQTT clients use."""
     exchange: str = "amq.topic"

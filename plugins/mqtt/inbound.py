@@ -12,6 +12,9 @@ the order the packets came, as MQTT requires (section 4.6).
 Refusals: MQTT 5 gets a reason code on the ack (0x87 not authorized, 0x10 no matching
 subscribers, 0x97 quota exceeded for a queue that rejects publishes); 3.1.1 cannot be told, so
 an unauthorized publish closes its connection (the spec's only alternative to acking).
+A publish to `$SYS` (the server's topics, MQTT 5.0 section 4.7.2) is refused for every user:
+MQTT 5 gets 0x87, a 3.1.1 one is acknowledged and dropped (Mosquitto's answer to a publish
+its ACL denies), QoS 0 is dropped.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from herald.plugins.mqtt.codec import (
     PubRel,
     ReasonCode,
 )
+from herald.plugins.mqtt.codec.topics import is_sys_topic
 
 if TYPE_CHECKING:
     from herald.plugins.mqtt.session import Session
@@ -81,6 +85,10 @@ class Inbound:
                 session.fail(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
                 return
             retain = False
+        topic = packet.topic
+        if topic[:1] == "$" and is_sys_topic(topic):
+            self._refuse_sys(packet)
+            return
         if not self._may_publish:
             try:
                 session.authorize(PermissionKind.WRITE, "exchange", context.config.exchange)
@@ -90,7 +98,7 @@ class Inbound:
             self._may_publish = True
         try:
             result, ticket = context.publish(
-                state.client_id, packet.topic, packet.payload, qos, retain, packet.properties
+                state.client_id, topic, packet.payload, qos, retain, packet.properties
             )
         except KernelError as exc:
             log.warning("MQTT publish to %r failed: %s", packet.topic, exc.reply_text)
@@ -148,6 +156,26 @@ class Inbound:
         if text is None or not self.session.problem_information:
             return NO_PROPERTIES
         return Properties(reason_string=text)
+
+    def _refuse_sys(self, packet: Publish) -> None:
+        session = self.session
+        text = f"{packet.topic!r} is a $SYS topic: only the server publishes there"
+        log.info("MQTT publish from %s refused: %s", session.connection.peer, text)
+        packet_id = packet.packet_id
+        if packet_id is None:
+            return
+        if session.version == 5:
+            code, reason = ReasonCode.NOT_AUTHORIZED, self._reason(text)
+        else:  # 3.1.1 has no refusing ack: acknowledged, and dropped
+            code, reason = ReasonCode.SUCCESS, NO_PROPERTIES
+        if packet.qos == 1:
+            self._reply(PubAck(packet_id, code, reason))
+            return
+        if code < 0x80:
+            state = session.state
+            assert state is not None
+            state.qos2_routed(packet_id)  # as if routed: its PUBREL gets PUBCOMP
+        self._reply(PubRec(packet_id, code, reason))
 
     def _refuse(self, packet: Publish, code: int, text: str) -> None:
         session = self.session

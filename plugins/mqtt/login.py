@@ -7,7 +7,11 @@ RabbitMQ's order (rabbit_mqtt_processor's `creds`, with `mqtt.ssl_cert_login`):
 2. no user name, over TLS (mqtts or wss) with a verified client certificate and
    `tls.cert_login` on: the user the certificate names, without a password
    (core/cert_login.py); a user herald does not know is refused with NOT_AUTHORIZED (5 / 0x87);
-3. otherwise `anonymous_user` when `allow_anonymous`, else NOT_AUTHORIZED.
+3. otherwise `anonymous_user` when `allow_anonymous` (the default), else NOT_AUTHORIZED. The
+   anonymous user logs in like a certificate's user, without a password but under the rules
+   of its name (`cert_login.login`, mechanism ANONYMOUS): it must exist, and a loopback-only
+   user (`auth.loopback_users`: `guest` by default) only from a loopback peer, so anonymous
+   clients work from this machine and are refused (NOT_AUTHORIZED, 5 / 0x87) from others.
 
 The virtual host permission is checked afterwards, the same for every way in (session.py).
 """
@@ -26,6 +30,9 @@ if TYPE_CHECKING:
     from herald.core.auth import User
     from herald.plugins.mqtt.codec import Connect
     from herald.plugins.mqtt.session import Session
+
+ANONYMOUS = "ANONYMOUS"
+"""The mechanism name anonymous logins are logged under (SASL's, RFC 4505)."""
 
 
 @attrs.frozen
@@ -53,7 +60,9 @@ async def authenticate(session: Session, packet: Connect) -> User | Refusal:
             return Refusal(ReasonCode.NOT_AUTHORIZED, f"certificate login refused for {cert_user}")
     if not config.allow_anonymous:
         return Refusal(ReasonCode.NOT_AUTHORIZED, "a user name is required")
-    user = broker.users.get_user(config.anonymous_user)
-    if user is None:
-        return Refusal(ReasonCode.NOT_AUTHORIZED, "anonymous access is not configured")
-    return user
+    try:
+        return cert_login.login(broker.users, config.anonymous_user, session.peer_host, ANONYMOUS)
+    except AccessRefused:
+        return Refusal(
+            ReasonCode.NOT_AUTHORIZED, f"anonymous login as {config.anonymous_user} refused"
+        )

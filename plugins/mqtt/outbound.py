@@ -4,7 +4,14 @@ Each delivery is checked against the session's subscriptions (`$`-topics, no-loc
 options), downgraded to the subscription's QoS and sent. QoS 0 deliveries are acked to the
 kernel at once; QoS 1 and 2 ones get a packet id and stay unacked in the kernel until PUBACK,
 or PUBREC for QoS 2 (the message has then reached the client; only the id stays in use until
-PUBCOMP). The kernel's credit window is the session's in-flight limit (Receive Maximum).
+PUBCOMP). The kernel's credit window is the session's in-flight limit (Receive Maximum); a
+QoS 2 delivery keeps its slot of it until PUBCOMP, not PUBREC ([MQTT-3.3.4-9]: the quota comes
+back on PUBACK, PUBCOMP or a refusing PUBREC), so the next PUBLISH waits for the PUBCOMP.
+
+An ack of the wrong kind for an id in flight (PUBACK for a QoS 2 delivery, PUBREC or PUBCOMP
+for a QoS 1 one, PUBCOMP before PUBREC) is a protocol error that closes the connection, as in
+Mosquitto; an ack for an id not in use is tolerated (PUBACK, PUBCOMP ignored; PUBREC answered
+with PUBREL, MQTT 5: 0x92 Packet Identifier not found), as in Mosquitto, which only logs it.
 
 When the connection goes, the kernel requeues what was in flight; the ids are remembered by
 queue position, so after a reconnect the same message goes out again with its original id
@@ -29,9 +36,12 @@ from herald.plugins.mqtt.codec import (
 )
 from herald.plugins.mqtt.context import PUBLISHER_KEY, RETAINED_KEY, TOPIC_KEY
 from herald.plugins.mqtt.message_codec import PROTOCOL, delivered_topic, unpack
+from herald.plugins.mqtt.registry import NO_IDS, discard_id, with_id
 from herald.plugins.mqtt.subscriptions import Match, Subscription, merge
 
 if TYPE_CHECKING:
+    from collections.abc import Set
+
     from herald.core.consumer import Consumer
     from herald.core.queue import QueueEntry
     from herald.plugins.mqtt.registry import SessionState
@@ -51,6 +61,11 @@ class Outbound:
         self.context = session.context
         self.inflight: dict[int, QueueEntry] = {}
         """QoS 1 deliveries waiting for PUBACK and QoS 2 ones waiting for PUBREC, by id."""
+        self.exactly_once: Set[int] = NO_IDS
+        """The ids in `inflight` of QoS 2 deliveries (the others are QoS 1)."""
+        self.held: Set[int] = NO_IDS
+        """QoS 2 ids PUBREC'd on this connection, not yet PUBCOMP'd: each holds a slot of the
+        credit window, though its message is settled in the kernel."""
         self.shared: dict[str, Subscription] = {}
         """The subscription behind each shared-queue consumer, by consumer tag (set before the
         consumer exists, as it may receive at once); own-queue deliveries match them all."""
@@ -138,6 +153,8 @@ class Outbound:
             self._settle(entry)
         else:
             self.inflight[packet_id] = entry
+            if qos == 2:
+                self.exactly_once = with_id(self.exactly_once, packet_id)
 
     def consumer_cancelled(self, consumer: Consumer) -> None:
         """The queue was deleted under the session (management API): forget its consumer."""
@@ -148,21 +165,40 @@ class Outbound:
 
     # -- acknowledgements from the client ----------------------------------------------------
     def puback(self, packet_id: int) -> None:
+        if self.exactly_once and packet_id in self.exactly_once:
+            self._misfit("PUBACK", packet_id, "a QoS 2 delivery")
+            return
         entry = self.inflight.pop(packet_id, None)
         if entry is not None:
             try:  # `_settle`, inlined: once per QoS 1 delivery
                 entry.queue.ack(entry)
             except KernelError as exc:
                 log.debug("ack of %r ignored: %s", entry, exc)
+            return
+        state = self.session.state
+        if state is not None and packet_id in state.awaiting_pubcomp:
+            self._misfit("PUBACK", packet_id, "a QoS 2 delivery waiting for PUBCOMP")
 
     def pubrec(self, packet_id: int, reason_code: int) -> None:
         state = self.session.state
         assert state is not None
-        entry = self.inflight.pop(packet_id, None)
+        entry = self.inflight.get(packet_id)
         if entry is not None:
-            self._settle(entry)
+            if packet_id not in self.exactly_once:
+                self._misfit("PUBREC", packet_id, "a QoS 1 delivery")
+                return
+            del self.inflight[packet_id]
+            discard_id(self.exactly_once, packet_id)
             if reason_code >= 0x80:
-                return  # the client refused it: the exchange ends here
+                self._settle(entry)  # the client refused it: the exchange and its slot end here
+                return
+            subscriber = self.session.subscriber
+            if subscriber is not None:
+                # The slot stays taken until PUBCOMP: counted once more before the ack gives
+                # the entry's back, so that ack does not send the next message.
+                subscriber.limit.count += 1
+                self.held = with_id(self.held, packet_id)
+            self._settle(entry)
             state.pubrel_sent(packet_id)
             self.session.send(PubRel(packet_id))
         elif packet_id in state.awaiting_pubcomp:
@@ -171,9 +207,19 @@ class Outbound:
             self.session.send(PubRel(packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND))
 
     def pubcomp(self, packet_id: int) -> None:
+        if packet_id in self.inflight:
+            qos2 = packet_id in self.exactly_once
+            what = "a QoS 2 delivery still waiting for PUBREC" if qos2 else "a QoS 1 delivery"
+            self._misfit("PUBCOMP", packet_id, what)
+            return
         state = self.session.state
         if state is not None:
             state.pubcomp_received(packet_id)
+        if self.held and packet_id in self.held:
+            discard_id(self.held, packet_id)
+            subscriber = self.session.subscriber
+            if subscriber is not None:
+                subscriber.limit.release(0)  # the slot is free: sends the next message, if any
 
     # -- session lifecycle -------------------------------------------------------------------
     def resend_pubrels(self) -> None:
@@ -192,11 +238,13 @@ class Outbound:
                 if entry.queue.name == own:
                     state.pending_ids[(own, entry.offset)] = packet_id
         self.inflight.clear()
+        self.exactly_once = self.held = NO_IDS
 
     def forget_consumer(self, consumer: Consumer) -> None:
         """A consumer is going away: its in-flight entries return to the queue without us."""
         for packet_id in [p for p, e in self.inflight.items() if e.consumer is consumer]:
             del self.inflight[packet_id]
+            discard_id(self.exactly_once, packet_id)
         self.shared.pop(consumer.tag, None)
 
     # -- internals ---------------------------------------------------------------------------
@@ -235,6 +283,9 @@ class Outbound:
             if packet_id not in inflight and packet_id not in pubcomp and packet_id not in reserved:
                 return packet_id
         raise KernelError("no free MQTT packet identifier")  # the window is far smaller
+
+    def _misfit(self, kind: str, packet_id: int, what: str) -> None:
+        self.session.fail(ReasonCode.PROTOCOL_ERROR, f"{kind} for packet id {packet_id}, {what}")
 
     def _settle(self, entry: QueueEntry) -> None:
         try:

@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 KIND: Final = "mqtt.session"
 QUEUE_PREFIX: Final = "mqtt-subscription-"
 SHARED_QUEUE_PREFIX: Final = "mqtt-shared-"
-_NO_IDS: frozenset[int] = frozenset()
-"""The packet id sets of `SessionState` until their first id: most sessions never use QoS 2."""
+NO_IDS: frozenset[int] = frozenset()
+"""The packet id sets of `SessionState` (and `Outbound`) until their first id: most sessions
+never use QoS 2. Changed only through `with_id` and `discard_id`."""
 
 
 def queue_name(client_id: str) -> str:
@@ -62,11 +63,11 @@ class SessionState:
     pending_ids: dict[tuple[str, int], int] = attrs.field(factory=dict)
     """Packet ids of deliveries the client had not acked, by (queue name, queue offset):
     a redelivery after reconnecting reuses the original id (MQTT 3.1.1 section 4.4)."""
-    awaiting_pubcomp: Set[int] = _NO_IDS
+    awaiting_pubcomp: Set[int] = NO_IDS
     """Outbound QoS 2 ids whose PUBREL was sent: resent on reconnect until PUBCOMP. Changed
     only by `pubrel_sent` and `pubcomp_received` (read-only here: it may be the shared
     empty set)."""
-    inbound_qos2: Set[int] = _NO_IDS
+    inbound_qos2: Set[int] = NO_IDS
     """Inbound QoS 2 ids routed and PUBREC'd, waiting for PUBREL: a resent PUBLISH with one of
     these ids is not routed again (exactly once). Changed only by `qos2_routed` and
     `qos2_released`."""
@@ -79,16 +80,16 @@ class SessionState:
     will_timer: TimerHandle | None = None
 
     def pubrel_sent(self, packet_id: int) -> None:
-        self.awaiting_pubcomp = _with(self.awaiting_pubcomp, packet_id)
+        self.awaiting_pubcomp = with_id(self.awaiting_pubcomp, packet_id)
 
     def pubcomp_received(self, packet_id: int) -> None:
-        _discard(self.awaiting_pubcomp, packet_id)
+        discard_id(self.awaiting_pubcomp, packet_id)
 
     def qos2_routed(self, packet_id: int) -> None:
-        self.inbound_qos2 = _with(self.inbound_qos2, packet_id)
+        self.inbound_qos2 = with_id(self.inbound_qos2, packet_id)
 
     def qos2_released(self, packet_id: int) -> None:
-        _discard(self.inbound_qos2, packet_id)
+        discard_id(self.inbound_qos2, packet_id)
 
     @property
     def persistent(self) -> bool:
@@ -108,14 +109,14 @@ class SessionState:
         }
 
 
-def _with(ids: Set[int], packet_id: int) -> set[int]:
+def with_id(ids: Set[int], packet_id: int) -> set[int]:
     """`ids` with `packet_id` added: a set of its own in place of the shared empty one."""
     owned = ids if isinstance(ids, set) else set(ids)
     owned.add(packet_id)
     return owned
 
 
-def _discard(ids: Set[int], packet_id: int) -> None:
+def discard_id(ids: Set[int], packet_id: int) -> None:
     if isinstance(ids, set):
         ids.discard(packet_id)
 

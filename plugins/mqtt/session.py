@@ -1,10 +1,11 @@
 """One MQTT connection's protocol state machine, over the sans-IO codec.
 
-The session decides everything the protocol leaves to the server: CONNECT (authentication,
-client id, clean start and session expiry, takeover of a client id already connected), the
-keep alive and handshake deadlines, DISCONNECT and wills, and what to do when the client
-breaks the protocol. Publishing is `inbound.py`, delivering `outbound.py`, subscribing
-`subscriber.py`, who a CONNECT logs in as (password, certificate, anonymous) `login.py`.
+The session decides everything the protocol leaves to the server after CONNECT: the keep
+alive and handshake deadlines, DISCONNECT and wills, being taken over, what to do when the
+client breaks the protocol, and packets too large for the client. Who a CONNECT logs in as
+(password, certificate, anonymous) is `login.py`, the rest of CONNECT (client id, clean start
+and session expiry, takeover, CONNACK) `connect.py`; publishing is `inbound.py`, delivering
+`outbound.py`, subscribing `subscriber.py`.
 It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`), writes what it
 produced (`data_to_send`, signalled by `wait_output`), and calls `check_timers` at
 `deadline()` (one task for all sessions: deadlines.py).
@@ -19,25 +20,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import secrets
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
-from herald.core.auth import PermissionKind
-from herald.core.errors import (
-    AccessRefused,
-    KernelError,
-    LocalProtocolError,
-    NotAllowed,
-    RemoteProtocolError,
-)
-from herald.plugins.mqtt import channels, login
+from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.plugins.mqtt import channels, connect
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     NO_PROPERTIES,
     Auth,
-    ConnAck,
     Connect,
     Disconnect,
     MQTTConnection,
@@ -55,8 +48,6 @@ from herald.plugins.mqtt.codec import (
     UnsubAck,
     Unsubscribe,
 )
-from herald.plugins.mqtt.codec.reasons import CONNACK_V3_RETURN_CODE
-from herald.plugins.mqtt.config import SESSION_NEVER_EXPIRES
 from herald.plugins.mqtt.inbound import Inbound
 from herald.plugins.mqtt.outbound import Outbound
 from herald.plugins.mqtt.subscriber import Subscriber
@@ -79,9 +70,9 @@ class Session:
     """The MQTT side of one client connection."""
 
     # Slots: one Session per connection, 10,000 idle ones in the RSS target (PERFORMANCE.md);
-    # a string split keeps the 34 names in 5 lines.
+    # a string split keeps the 33 names in 5 lines.
     __slots__ = tuple(
-        "_authz _connect_received _in_flight _output _present _queued _signalled _torn_down "  # noqa: SIM905
+        "_authz _connect_received _in_flight _output _queued _signalled _torn_down "  # noqa: SIM905
         "_will_discarded broker can_send close_reason codec config connection context "
         "done inbound keepalive last_received opened_at outbound peer_host "
         "problem_information published spawn_writer state subscriber timer_at "
@@ -111,10 +102,10 @@ class Session:
         self.done = False  # nothing more to read; the adapter flushes and closes
         self.can_send = False
         """CONNACK accepted the client and the session is not done: deliveries may go out.
-        A plain attribute (set in `_connect`, cleared by `finish`): read once per delivery."""
+        A plain attribute (set by `connect.accept`, cleared by `finish`): read once per
+        delivery."""
         self.close_reason = "client closed the connection"
         self.opened_at = self.last_received = trio.current_time()
-        self._present = False  # CONNACK's "session present"
         self._connect_received = False
         self._will_discarded = False
         self._torn_down = False
@@ -155,7 +146,7 @@ class Session:
                     self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
                 elif kind is Connect:
                     self._connect_received = True
-                    await self._connect(packet)  # type: ignore[arg-type]
+                    await connect.accept(self, packet)  # type: ignore[arg-type]
                 else:
                     self._handle(packet)  # type: ignore[arg-type]
         except RemoteProtocolError as exc:
@@ -268,16 +259,20 @@ class Session:
     # -- for inbound / outbound / subscriber -------------------------------------------------
     def send(self, packet: Packet, size: int = 0) -> None:
         """Queue a packet; deliveries (`size` > 0) pause past the write buffer. Raises
-        LocalProtocolError only for a PUBLISH larger than the client's maximum packet size."""
+        LocalProtocolError only for a PUBLISH larger than the client's maximum packet size;
+        any other packet that is too large goes without its properties (`_send_smaller`)."""
         if self.done:
             return
         try:
             self.codec.send(packet)
         except LocalProtocolError as exc:
-            if exc.code == ReasonCode.PACKET_TOO_LARGE:
+            if exc.code != ReasonCode.PACKET_TOO_LARGE:
+                log.warning("MQTT: not sent to %s: %s", self.connection.peer, exc.text)
+                return
+            if type(packet) is Publish:
                 raise
-            log.warning("MQTT: not sent to %s: %s", self.connection.peer, exc.text)
-            return
+            if not self._send_smaller(packet, exc.text):
+                return
         if size:
             self._queued += size + _PUBLISH_OVERHEAD
             if (
@@ -298,6 +293,19 @@ class Session:
         if authz is None or len(authz) >= 256:
             self._authz = authz = set()
         authz.add(key)
+
+    def _send_smaller(self, packet: Packet, text: str) -> bool:
+        """A reply, refusal or DISCONNECT larger than the client's Maximum Packet Size: sent
+        again without its properties, which are then only a reason string and user properties,
+        and MQTT 5 says to leave those out ([MQTT-3.2.2-19] and its twins). If it still does
+        not fit, the connection closes without it: False."""
+        if packet.properties is not NO_PROPERTIES:  # type: ignore[attr-defined]
+            with contextlib.suppress(LocalProtocolError):
+                self.codec.send(attrs.evolve(packet, properties=NO_PROPERTIES))  # type: ignore[call-arg]
+                return True
+        log.info("MQTT connection from %s closed: %s", self.connection.peer, text)
+        self.finish(text)
+        return False
 
     def fail(self, code: int, text: str) -> None:
         """End the connection for a reason of ours; MQTT 5 clients get DISCONNECT first."""
@@ -346,12 +354,10 @@ class Session:
     def _disconnect(self, packet: Disconnect) -> None:
         state = self.state
         if self.version == 5:
+            # Raising it from 0 is a protocol error the codec answers ([MQTT-3.14.2-2]).
             expiry = packet.properties.session_expiry_interval
             if expiry is not None and state is not None:
-                if state.expiry == 0 and expiry:
-                    log.info("MQTT client %r: session expiry 0 cannot grow", state.client_id)
-                else:
-                    state.expiry = min(expiry, self.config.session_expiry_max)
+                state.expiry = min(expiry, self.config.session_expiry_max)
             if packet.reason_code != ReasonCode.DISCONNECT_WITH_WILL_MESSAGE:
                 self._will_discarded = True
         else:
@@ -366,118 +372,15 @@ class Session:
                 self.codec.send(reply)
         self.finish(exc.text)
 
-    # -- CONNECT -----------------------------------------------------------------------------
-    async def _connect(self, packet: Connect) -> None:
-        self.version = packet.protocol_level
-        props = packet.properties
-        self.problem_information = props.request_problem_information is not False
-        if props.authentication_method is not None:
-            self._refuse(
-                ReasonCode.BAD_AUTHENTICATION_METHOD, "enhanced authentication is not supported"
-            )
-            return
-        user = await login.authenticate(self, packet)
-        if isinstance(user, login.Refusal):
-            self._refuse(user.code, user.text)
-            return
-        if self.done:
-            return
-        context = self.context
-        try:
-            if context.vhost_name not in self.broker.vhosts:
-                raise AccessRefused(f"vhost '{context.vhost_name}' not found")
-            self.broker.users.check_vhost_access(user, context.vhost_name)
-            self.user = user
-            if packet.will is not None:
-                self.authorize(PermissionKind.WRITE, "exchange", self.config.exchange)
-        except KernelError as exc:
-            self._refuse(ReasonCode.NOT_AUTHORIZED, exc.reply_text)
-            return
-        if packet.will is not None and packet.will.retain and not context.retain_available:
-            self._refuse(ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
-            return
-        try:  # counted before a session is taken over: a refused login changes nothing
-            self.broker.connections.admit(self.connection, user.name)
-        except NotAllowed as exc:
-            self._refuse(ReasonCode.QUOTA_EXCEEDED, exc.reply_text)
-            return
-        client_id = packet.client_id
-        assigned = None
-        if not client_id:
-            client_id = "herald-" + secrets.token_hex(8)
-            assigned = client_id if self.version == 5 else None
-        if self.version == 5:
-            requested = props.session_expiry_interval or 0
-        else:
-            requested = 0 if packet.clean_start else SESSION_NEVER_EXPIRES
-        expiry = min(requested, self.config.session_expiry_max)
-        self._take_session(client_id, packet, expiry)
-        state = self.state
-        assert state is not None
-        keepalive, server_keepalive = packet.keepalive, None
-        if self.config.keepalive_max and keepalive > self.config.keepalive_max:
-            keepalive = self.config.keepalive_max
-            server_keepalive = keepalive if self.version == 5 else None
-        self.keepalive = keepalive
-        window = self.config.max_inflight
-        if self.version == 5 and props.receive_maximum:
-            window = min(window, props.receive_maximum)
-        self.subscriber = Subscriber(self, window)
-        self.will = packet.will
-        self.connection.vhost = context.vhost_name
-        self.connection.client = client_id
-        self.connection.channels = self.describe  # the management API's /api/channels
-        ack_props = NO_PROPERTIES
-        if self.version == 5:
-            ack_props = Properties(
-                session_expiry_interval=expiry if expiry != requested else None,
-                receive_maximum=self.config.max_inflight,
-                maximum_packet_size=self.config.max_packet_size,
-                topic_alias_maximum=self.config.topic_alias_maximum or None,
-                retain_available=False if not context.retain_available else None,
-                assigned_client_identifier=assigned,
-                server_keep_alive=server_keepalive,
-            )
-        self.send(ConnAck(ReasonCode.SUCCESS, self._present, ack_props))
-        self.can_send = not self.done and self.codec.connected
-        self.context.deadlines.schedule(self)
-        context.sessions.save(state)
-        self.outbound.resend_pubrels()
-        self.subscriber.attach()
-
-    def _take_session(self, client_id: str, packet: Connect, expiry: int) -> None:
-        """Take over a client id: close its connection if it has one, settle a pending will."""
-        sessions = self.context.sessions
-        state = sessions.get(client_id)
-        if state is not None and state.live is not None:
-            state.live.taken_over()
-        if state is not None and state.pending_will is not None:
-            if packet.clean_start:
-                self.context.fire_will(state)  # the old session ends now
-            else:
-                self.context.cancel_will(state)  # resumed before the will delay passed
-        self.state, self._present = sessions.open(
-            client_id, clean=packet.clean_start, expiry=expiry
-        )
-        self.state.live = self
-
-    def taken_over(self) -> None:
-        """Another connection CONNECTed with this client id."""
+    # -- takeover ----------------------------------------------------------------------------
+    def taken_over(self, *, continued: bool) -> None:
+        """Another connection CONNECTed with this client id; `continued`: it goes on with
+        this session, so the session never ended and its will is not published."""
+        if continued:
+            self._will_discarded = True
         if self.version == 5 and self.can_send:
             self.send(Disconnect(ReasonCode.SESSION_TAKEN_OVER))
         self.finish("session taken over by a new connection with the same client id")
-
-    def _refuse(self, code: int, text: str) -> None:
-        """Answer CONNECT with a refusing CONNACK, then close."""
-        log.info("MQTT connection from %s refused: %s", self.connection.peer, text)
-        if self.version < 5 and code not in CONNACK_V3_RETURN_CODE:
-            code = ReasonCode.SERVER_UNAVAILABLE
-        props = Properties(reason_string=text) if self.version == 5 else NO_PROPERTIES
-        try:
-            self.codec.send(ConnAck(code, properties=props))
-        except LocalProtocolError as exc:
-            log.debug("refusing CONNACK not sent: %s", exc.text)
-        self.finish(text)
 
     # -- internals ---------------------------------------------------------------------------
     def _wake(self) -> None:

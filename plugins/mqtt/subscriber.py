@@ -22,7 +22,6 @@ from herald.core.auth import PermissionKind
 from herald.core.consumer import SharedLimit
 from herald.core.errors import AccessRefused, KernelError
 from herald.plugins.mqtt.codec import ReasonCode, RetainHandling, Subscribe, Unsubscribe
-from herald.plugins.mqtt.codec.topics import TopicError
 from herald.plugins.mqtt.registry import shared_queue_name
 from herald.plugins.mqtt.subscriptions import Subscription, filter_covers
 
@@ -112,13 +111,8 @@ class Subscriber:
         identifier = ids[0] if ids else None
         codes: list[int] = []
         for request in packet.subscriptions:
-            text = request.topic_filter
-            try:
-                subscription = Subscription.from_request(text, request.options, identifier)
-            except TopicError as exc:
-                log.info("MQTT client %r: %s", state.client_id, exc)
-                codes.append(ReasonCode.TOPIC_FILTER_INVALID)
-                continue
+            text = request.topic_filter  # valid: the codec closes on a malformed filter
+            subscription = Subscription.from_request(text, request.options, identifier)
             if self._denied(subscription.parsed.filter):
                 log.info("MQTT client %r: %r is in mqtt.subscribe_denied", state.client_id, text)
                 codes.append(ReasonCode.UNSPECIFIED_ERROR)

@@ -9,7 +9,9 @@ from herald.core.errors import RemoteProtocolError
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     ConnAck,
+    Connect,
     ConnectionState,
+    Disconnect,
     MQTTConnection,
     Properties,
     Publish,
@@ -30,6 +32,21 @@ def error_code(conn: MQTTConnection, data: bytes) -> int | None:
             pass
     return info.value.code
 
+
+BAD_FILTERS = [
+    "",
+    "#/x",
+    "a/#/b",
+    "a#",
+    "a+",
+    "a/b+/c",
+    "+a",
+    "$share/g",  # no filter after the share name
+    "$share/g/",
+    "$share//a",  # no share name
+    "$share/g+/a",
+    "$share/g/a/#/b",
+]
 
 # (version, bytes after a CONNECT that was accepted, expected code)
 AFTER_CONNACK = [
@@ -78,6 +95,13 @@ AFTER_CONNACK = [
     (5, frame(0x82, b"\x00\x01\x00" + string("$share/g/a") + b"\x04"), PROTOCOL),  # no local
     (4, frame(0x82, b"\x00\x01" + string("a")) + b"\xc0\x00", MALFORMED),  # options missing
     (4, frame(0x82, b"\x00\x01\x00\x09a"), MALFORMED),
+    # topic filters that break MQTT's rules (4.7.1, 4.7.3, 4.8.2): Malformed, in both packets
+    *(
+        (version, frame(first, b"\x00\x01" + props + string(text) + options), MALFORMED)
+        for text in BAD_FILTERS
+        for version, props in ((4, b""), (5, b"\x00"))
+        for first, options in ((0x82, b"\x01"), (0xA2, b""))
+    ),
     # sizes of fixed-size packets
     (4, b"\xc0\x01\x00", MALFORMED),
     (4, b"\xe0\x01\x00", MALFORMED),
@@ -106,6 +130,8 @@ AFTER_CONNACK = [
     (5, frame(0x90, b"\x00\x01\x00\x00"), PROTOCOL),
     (4, b"\xd0\x00", PROTOCOL),
     (4, b"\xe0\x00\xc0\x00", PROTOCOL),  # anything after DISCONNECT
+    # [MQTT-3.14.2-2]: CONNECT had no Session Expiry Interval (0), DISCONNECT sets 10
+    (5, frame(0xE0, b"\x00\x05\x11\x00\x00\x00\x0a"), PROTOCOL),
 ]
 
 
@@ -219,3 +245,29 @@ def test_data_after_a_refusing_connack() -> None:
     conn.next_event()
     conn.send(ConnAck(RC.NOT_AUTHORIZED))
     assert error_code(conn, b"\xc0\x00") == PROTOCOL
+
+
+def test_disconnect_raising_session_expiry_from_zero_is_answered_with_0x82() -> None:
+    conn = connected(5)  # its CONNECT had no Session Expiry Interval: 0
+    disconnect = encode_packet(Disconnect(properties=Properties(session_expiry_interval=10)), 5)
+    assert error_code(conn, disconnect) == PROTOCOL
+    assert conn.error_reply() == Disconnect(PROTOCOL)
+    conn.send(Disconnect(PROTOCOL))
+    assert conn.data_to_send() == b"\xe0\x01\x82"
+
+
+@pytest.mark.parametrize(
+    ("at_connect", "at_disconnect"), [(None, 0), (0, 0), (10, 20), (10, 0), (None, None)]
+)
+def test_disconnect_may_change_session_expiry_otherwise(
+    at_connect: int | None, at_disconnect: int | None
+) -> None:
+    conn = MQTTConnection()
+    connect = Connect("cid", 5, properties=Properties(session_expiry_interval=at_connect))
+    conn.receive_data(encode_packet(connect, 5))
+    assert isinstance(conn.next_event(), Connect)
+    conn.send(ConnAck())
+    disconnect = Disconnect(properties=Properties(session_expiry_interval=at_disconnect))
+    conn.receive_data(encode_packet(disconnect, 5))
+    assert conn.next_event() == disconnect
+    assert conn.state is ConnectionState.CLOSED

@@ -8,6 +8,7 @@ calls (connect, which for WebSocket does the HTTP upgrade) also run in a thread.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 from paho.mqtt.client import Client, MQTTMessage, MQTTProtocolVersion
 from paho.mqtt.enums import CallbackAPIVersion
@@ -261,13 +263,34 @@ class RawClient:
                 packet = self.reader.next_packet(self.version)
                 if packet is not NEED_DATA:
                     return packet  # type: ignore[return-value]
-                try:
-                    data = await self.stream.receive_some(65536)
-                except trio.BrokenResourceError:
-                    return None  # reset by the broker
-                if not data:
+                if not await self._read():
                     return None
-                self.reader.receive_data(data)
+
+    async def receive_raw(self) -> bytes | None:
+        """The next packet from the broker exactly as it came over the wire (fixed header
+        included), or None once it closed the connection."""
+        reader = self.reader
+        with trio.fail_after(WAIT):
+            while True:
+                frame = reader.next_frame()
+                if frame is not None:
+                    begin, end = len(reader.buffer) - reader.buffered, frame[2]
+                    data = bytes(reader.buffer[begin:end])
+                    reader.consume(end)
+                    return data
+                if not await self._read():
+                    return None
+
+    async def _read(self) -> bool:
+        """Buffer what the broker sent next; False once it closed the connection."""
+        try:
+            data = await self.stream.receive_some(65536)
+        except trio.BrokenResourceError:
+            return False  # reset by the broker
+        if not data:
+            return False
+        self.reader.receive_data(data)
+        return True
 
     async def ping(self) -> None:
         """A round trip: everything sent before it has been handled by the broker."""
@@ -283,3 +306,9 @@ class RawClient:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+def no_errors_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """No ERROR record: serve_tcp logs a connection handler's exception as one."""
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]

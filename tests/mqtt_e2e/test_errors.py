@@ -12,12 +12,19 @@ from herald.plugins.mqtt.codec import (
     ConnAck,
     Connect,
     Disconnect,
+    Packet,
+    Properties,
+    PubAck,
+    PubComp,
     Publish,
     PubRec,
     PubRel,
     ReasonCode,
     Subscribe,
     Subscription,
+    SubscriptionOptions,
+    Unsubscribe,
+    Will,
 )
 from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, port
 
@@ -146,3 +153,143 @@ async def test_client_still_sending_after_the_disconnect_reads_it(tmp_path: Path
             (disconnect,) = await raw.until_closed()
             assert isinstance(disconnect, Disconnect)
             assert disconnect.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED
+
+
+async def connected_raw(
+    broker: object, client_id: str, version: int, **connect: object
+) -> RawClient:
+    raw = await RawClient.open(broker, version=version)  # type: ignore[arg-type]
+    await raw.send(Connect(client_id, version, **connect, **LOGIN))  # type: ignore[arg-type]
+    connack = await raw.receive()
+    assert isinstance(connack, ConnAck) and connack.reason_code == 0
+    return raw
+
+
+@pytest.mark.parametrize("version", [4, 5])
+@pytest.mark.parametrize(
+    ("qos", "acks"),
+    [
+        pytest.param(2, [PubAck], id="puback-for-qos2"),
+        pytest.param(2, [PubComp], id="pubcomp-before-pubrec"),
+        pytest.param(2, [PubRec, PubAck], id="puback-after-pubrec"),
+        pytest.param(1, [PubRec], id="pubrec-for-qos1"),
+        pytest.param(1, [PubComp], id="pubcomp-for-qos1"),
+    ],
+)
+async def test_an_ack_that_does_not_fit_the_delivery_closes_the_connection(
+    tmp_path: Path, version: int, qos: int, acks: list[type[Packet]]
+) -> None:
+    """Mosquitto's rule (db__message_delete_outgoing / _update_outgoing): an ack of the wrong
+    kind for a packet id in flight is a protocol error. The will is published, as for any
+    protocol error."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            watcher = Paho(broker, version=5)
+            await watcher.connect()
+            await watcher.subscribe("wills/#", 1)
+            will = Will("wills/misfit", b"gone", 1)
+            raw = await connected_raw(broker, "misfit", version, will=will)
+            await raw.send(Subscribe(1, [Subscription("fit/t", SubscriptionOptions(qos))]))
+            await raw.receive()  # SUBACK
+            await watcher.publish("fit/t", b"m", qos)
+            publish = await raw.receive()
+            assert isinstance(publish, Publish) and publish.qos == qos
+            await raw.send(*(ack(publish.packet_id) for ack in acks))  # type: ignore[call-arg]
+            answered = [(type(p), p.reason_code) for p in await raw.until_closed()]  # type: ignore[attr-defined]
+            expected: list[tuple[type[Packet], int]] = []
+            if qos == 2 and acks[0] is PubRec:  # the PUBREC was right: PUBREL, then the misfit
+                expected.append((PubRel, ReasonCode.SUCCESS))
+            if version == 5:
+                expected.append((Disconnect, ReasonCode.PROTOCOL_ERROR))
+            assert answered == expected
+            assert (await watcher.message()).payload == b"gone"
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_acks_for_unknown_packet_ids_are_tolerated(tmp_path: Path, version: int) -> None:
+    """As before and as Mosquitto does: a PUBACK or PUBCOMP for an id not in use is ignored, a
+    PUBREC is answered with PUBREL (MQTT 5: 0x92 Packet Identifier not found)."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            raw = await connected_raw(broker, "forgetful", version)
+            await raw.send(PubAck(7), PubComp(8), PubRec(9))
+            code = ReasonCode.PACKET_IDENTIFIER_NOT_FOUND if version == 5 else ReasonCode.SUCCESS
+            assert await raw.receive() == PubRel(9, code)
+            await raw.ping()  # still connected
+            await raw.aclose()
+
+
+@pytest.mark.parametrize("version", [4, 5])
+@pytest.mark.parametrize("text", ["", "#/x", "a/#/b", "a+", "$share/g+/a"])
+@pytest.mark.parametrize("kind", ["subscribe", "unsubscribe"])
+async def test_a_malformed_topic_filter_closes_the_connection(
+    tmp_path: Path, version: int, text: str, kind: str
+) -> None:
+    """MQTT 4.7.1 / 4.7.3 / 4.8.2: a filter that breaks the wildcard rules is a malformed
+    packet (Mosquitto closes too), not SUBACK 0x8F, which is for well-formed filters."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            raw = await connected_raw(broker, "sloppy", version)
+            if kind == "subscribe":
+                await raw.send(Subscribe(1, [Subscription("ok/t"), Subscription(text)]))
+            else:
+                await raw.send(Unsubscribe(1, ["ok/t", text]))
+            packets = await raw.until_closed()
+            assert packets == ([Disconnect(ReasonCode.MALFORMED_PACKET)] if version == 5 else [])
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_publishing_to_sys_topics_is_not_authorized(tmp_path: Path, version: int) -> None:
+    """MQTT 4.7.2: `$SYS/` belongs to the server. MQTT 5 gets 0x87 on PUBACK / PUBREC; 3.1.1
+    cannot be told, so its publish is acknowledged and dropped (as Mosquitto does); QoS 0 is
+    dropped. The connection stays."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            watcher = Paho(broker, version=5)
+            await watcher.connect()
+            await watcher.subscribe("$SYS/#", 2)
+            raw = await connected_raw(broker, "forger", version)
+            await raw.send(
+                Publish("$SYS/broker/uptime", b"0", 0),
+                Publish("$SYS/broker/uptime", b"1", 1, packet_id=1),
+                Publish("$SYS", b"2", 2, packet_id=2),
+            )
+            refused = ReasonCode.NOT_AUTHORIZED if version == 5 else ReasonCode.SUCCESS
+            puback, pubrec = await raw.receive(), await raw.receive()
+            assert isinstance(puback, PubAck) and isinstance(pubrec, PubRec)
+            assert (puback.packet_id, puback.reason_code) == (1, refused)
+            assert (pubrec.packet_id, pubrec.reason_code) == (2, refused)
+            if version == 4:  # 3.1.1 goes on to PUBREL, as after any PUBREC
+                await raw.send(PubRel(2))
+                assert await raw.receive() == PubComp(2)
+            await raw.ping()  # still connected
+            await watcher.publish("$SYS-not/x", b"x", 1)  # "$SYS" must be the whole first level
+            await watcher.subscribe("$SYS-not/#", 1)
+            await watcher.publish("$SYS-not/end", b"end", 1)
+            assert [m.topic for m in await watcher.messages_until(b"end")] == ["$SYS-not/end"]
+            await raw.aclose()
+            # A will is refused at CONNECT, like one the user may not publish.
+            forger = await RawClient.open(broker, version=version)
+            will = Will("$SYS/broker/clients", b"forged", 1)
+            await forger.send(Connect("forger", version, will=will, **LOGIN))
+            (connack,) = await forger.until_closed()
+            assert isinstance(connack, ConnAck)
+            assert connack.reason_code == ReasonCode.NOT_AUTHORIZED  # 3.1.1: return code 5
+
+
+async def test_disconnect_raising_session_expiry_from_zero_is_a_protocol_error(
+    tmp_path: Path,
+) -> None:
+    """[MQTT-3.14.2-2]: herald answers DISCONNECT 0x82 and treats it as an abnormal end, so the
+    will is published."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            watcher = Paho(broker, version=5)
+            await watcher.connect()
+            await watcher.subscribe("wills/#", 1)
+            raw = await connected_raw(broker, "grower", 5, will=Will("wills/grower", b"gone", 1))
+            await raw.send(Disconnect(properties=Properties(session_expiry_interval=60)))
+            assert await raw.until_closed() == [Disconnect(ReasonCode.PROTOCOL_ERROR)]
+            message = await watcher.message()
+            assert (message.topic, message.payload) == ("wills/grower", b"gone")
+            assert "mqtt-subscription-grower" not in broker.default_vhost.queues

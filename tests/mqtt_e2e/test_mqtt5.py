@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
 from herald.plugins.mqtt.codec import (
+    NO_PROPERTIES,
     ConnAck,
     Connect,
     Disconnect,
@@ -19,7 +21,14 @@ from herald.plugins.mqtt.codec import (
     Subscription,
     SubscriptionOptions,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, connect_props5, mqtt_broker, props5
+from tests.mqtt_e2e.helpers import (
+    Paho,
+    RawClient,
+    connect_props5,
+    mqtt_broker,
+    no_errors_logged,
+    props5,
+)
 
 LOGIN = {"username": "guest", "password": b"guest"}
 
@@ -243,3 +252,86 @@ async def test_outbound_topic_aliases_when_the_client_allows_them(tmp_path: Path
             # the raw reader resolves nothing: it shows the wire
             assert received == [("out/long/topic/name", 1), ("", 1), ("out/other", 1)]
             await raw.aclose()
+
+
+@pytest.mark.parametrize("version", [4, 5])
+async def test_a_qos2_delivery_holds_its_receive_maximum_slot_until_pubcomp(
+    tmp_path: Path, version: int
+) -> None:
+    """[MQTT-3.3.4-9]: the send quota comes back on PUBACK, PUBCOMP or a refusing PUBREC, not on
+    PUBREC: with a window of 1, herald sends PUBREL 1, waits for PUBCOMP 1, then PUBLISH 2.
+    MQTT 5 asks with Receive Maximum; 3.1.1 gets `mqtt.max_inflight`, counted the same way."""
+    props = "00 " if version == 5 else ""  # MQTT 5: an empty property block
+    settings = ["mqtt.max_inflight=1"] if version == 4 else []
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path, settings=settings) as broker:
+            raw = await RawClient.open(broker, version=version)
+            properties = Properties(receive_maximum=1) if version == 5 else NO_PROPERTIES
+            await raw.send(Connect("qos2-reader", version, properties=properties, **LOGIN))
+            assert isinstance(await raw.receive(), ConnAck)
+            await raw.send(Subscribe(1, [Subscription("rm2/t", SubscriptionOptions(2))]))
+            assert await raw.receive_raw() == bytes.fromhex(
+                f"90 {3 + len(props) // 3:02x} 0001 {props}02"
+            )
+            publisher = Paho(broker, version=5)
+            await publisher.connect()
+            for payload in (b"m1", b"m2"):
+                await publisher.publish("rm2/t", payload, 2)  # queued for the reader, in order
+            length = f"{11 + len(props) // 3:02x}"
+            topic = "0005 726d322f74"  # "rm2/t"
+            assert await raw.receive_raw() == bytes.fromhex(f"34 {length} {topic} 0001 {props}6d31")
+            await raw.send_bytes(bytes.fromhex("50 02 0001"))  # PUBREC 1
+            await raw.send_bytes(bytes.fromhex("c0 00"))  # PINGREQ: handled after the PUBREC
+            assert await raw.receive_raw() == bytes.fromhex("62 02 0001")  # PUBREL 1
+            assert await raw.receive_raw() == bytes.fromhex("d0 00")  # PINGRESP: no PUBLISH 2
+            await raw.send_bytes(bytes.fromhex("70 02 0001"))  # PUBCOMP 1: the slot is free
+            assert await raw.receive_raw() == bytes.fromhex(f"34 {length} {topic} 0002 {props}6d32")
+            await raw.aclose()
+
+
+async def test_a_connack_larger_than_the_clients_maximum_packet_size_closes_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No CONNACK fits in 2 bytes: the connection closes without an error logged, and nothing
+    is left behind for the client id (no session, no registered client)."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            tiny = await RawClient.open(broker, version=5)
+            props = Properties(maximum_packet_size=2, session_expiry_interval=600)
+            await tiny.send(Connect("tiny", 5, clean_start=False, properties=props, **LOGIN))
+            assert await tiny.until_closed() == []
+            await tiny.aclose()
+            again = await RawClient.open(broker, version=5)
+            props = Properties(session_expiry_interval=600)
+            await again.send(Connect("tiny", 5, clean_start=False, properties=props, **LOGIN))
+            assert await again.receive() == ConnAck(
+                properties=Properties(
+                    receive_maximum=64,
+                    maximum_packet_size=16 * 1024 * 1024,
+                    topic_alias_maximum=16,
+                )
+            )  # accepted, and no session was left from the refused attempt ("session present" 0)
+            await again.aclose()
+    no_errors_logged(caplog)
+
+
+async def test_reason_strings_are_left_out_when_they_would_not_fit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """MQTT 5 lets a server leave out a reason string that would take a packet past the
+    client's Maximum Packet Size ([MQTT-3.2.2-19] and its twins): the keep alive DISCONNECT
+    then comes without one, and nothing escapes the session (here: the shared deadlines task)."""
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            client = await RawClient.open(broker, version=5)
+            props = Properties(maximum_packet_size=20)
+            await client.send(Connect("terse", 5, keepalive=1, properties=props, **LOGIN))
+            assert isinstance(await client.receive(), ConnAck)  # 16 bytes: fits
+            assert await client.receive_raw() == bytes.fromhex("e0 01 8d")  # keep alive timeout
+            assert await client.receive_raw() is None
+            other = Paho(broker, version=5)  # the broker still serves
+            await other.connect()
+            await other.subscribe("terse/t", 1)
+            await other.publish("terse/t", b"ok", 1)
+            assert (await other.message()).payload == b"ok"
+    no_errors_logged(caplog)

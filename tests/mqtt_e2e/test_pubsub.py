@@ -12,13 +12,18 @@ from herald.plugins.mqtt.codec import (
     NEED_DATA,
     ConnAck,
     Connect,
+    Disconnect,
     Packet,
     PacketReader,
+    Properties,
     Publish,
+    ReasonCode,
     SubAck,
     Subscribe,
     Subscription,
     SubscriptionOptions,
+    UnsubAck,
+    Unsubscribe,
     encode_packet,
 )
 from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, port
@@ -77,10 +82,14 @@ async def test_wrong_password_is_refused(tmp_path: Path, version: int) -> None:
 
 
 async def test_anonymous_refused_unless_allowed(tmp_path: Path) -> None:
+    """`mqtt.allow_anonymous = false` (the default is true: tests/mqtt_e2e/test_anonymous.py)."""
     with trio.fail_after(20):
-        async with mqtt_broker(tmp_path) as broker:
+        async with mqtt_broker(tmp_path, settings=["mqtt.allow_anonymous=false"]) as broker:
             client = Paho(broker, version=5, username=None)
             assert (await client.connect()).reason_code == 0x87  # not authorized
+            await client.wait_gone()
+            client = Paho(broker, version=4, username=None)
+            assert (await client.connect()).reason_code == 0x87  # paho reads 3.1.1's 5 as it
             await client.wait_gone()
         settings = ["mqtt.allow_anonymous=true", "mqtt.anonymous_user=guest"]
         async with mqtt_broker(tmp_path, settings=settings) as broker:
@@ -103,16 +112,16 @@ async def test_wildcards_and_dollar_topics(tmp_path: Path) -> None:
                 await client.connect()
             await plus.subscribe("home/+/temp", 1)
             await hash_all.subscribe("#", 1)
-            await sys_sub.subscribe("$SYS/#", 1)
+            await sys_sub.subscribe("$app/#", 1)  # clients may not publish to $SYS (test_errors)
             for topic in (
                 "home/kitchen/temp",
                 "home/kitchen/humidity",
-                "$SYS/load",
+                "$app/load",
                 "home/a/b/temp",
             ):
                 await publisher.publish(topic, topic.encode(), 1)
             await publisher.publish("end", b"end", 1)
-            await publisher.publish("$SYS/end", b"end", 1)
+            await publisher.publish("$app/end", b"end", 1)
             await publisher.publish("home/end/temp", b"end", 1)
             assert [m.topic for m in await plus.messages_until(b"end")] == [
                 "home/kitchen/temp",
@@ -127,8 +136,8 @@ async def test_wildcards_and_dollar_topics(tmp_path: Path) -> None:
                 "end",
             ]
             assert [m.topic for m in await sys_sub.messages_until(b"end")] == [
-                "$SYS/load",
-                "$SYS/end",
+                "$app/load",
+                "$app/end",
             ]
 
 
@@ -177,21 +186,28 @@ async def test_unsubscribe_stops_delivery(tmp_path: Path) -> None:
                 await client.disconnect()
 
 
-async def test_invalid_filter_gets_a_failure_code(tmp_path: Path) -> None:
+async def test_a_subscribe_with_a_malformed_filter_applies_none_of_them(tmp_path: Path) -> None:
+    """A malformed filter makes the whole SUBSCRIBE malformed (tests/mqtt_e2e/test_errors.py):
+    the connection closes, and the well-formed filters beside it are not applied either."""
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
             client = await RawClient.open(broker, version=5)
-            await client.send(Connect("raw-filter", 5, username="guest", password=b"guest"))
+            expiry = Properties(session_expiry_interval=600)  # a queue that outlives the close
+            login = {"username": "guest", "password": b"guest"}
+            connect = Connect("raw-filter", 5, clean_start=False, properties=expiry, **login)
+            await client.send(connect)
             assert isinstance(await client.receive(), ConnAck)
-            subscriptions = [
-                Subscription("bad/#/filter"),
-                Subscription("$share/g"),
-                Subscription("ok/+", SubscriptionOptions(1)),
-            ]
+            subscriptions = [Subscription("ok/+", SubscriptionOptions(1)), Subscription("bad/#/x")]
             await client.send(Subscribe(1, subscriptions))
-            suback = await client.receive()
-            assert isinstance(suback, SubAck)
-            assert list(suback.reason_codes) == [0x8F, 0x8F, 1]  # topic filter invalid, granted
+            assert await client.until_closed() == [Disconnect(ReasonCode.MALFORMED_PACKET)]
+            assert "mqtt-subscription-raw-filter" not in broker.default_vhost.queues
+            await client.aclose()
+            client = await RawClient.open(broker, version=5)
+            await client.send(connect)
+            connack = await client.receive()
+            assert isinstance(connack, ConnAck) and connack.session_present
+            await client.send(Unsubscribe(2, ["ok/+"]))  # never subscribed
+            assert await client.receive() == UnsubAck(2, [ReasonCode.NO_SUBSCRIPTION_EXISTED])
             await client.aclose()
 
 

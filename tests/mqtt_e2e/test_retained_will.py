@@ -172,3 +172,57 @@ async def test_will_delay(tmp_path: Path, reconnect: bool) -> None:
             await watcher.publish("wills/end", b"end", 1)
             received = [m.payload for m in await watcher.messages_until(b"end")]
             assert received == ([b"end"] if reconnect else [b"gone", b"end"])
+
+
+@pytest.mark.parametrize(
+    ("version", "old_session", "new_clean", "will_published"),
+    [
+        pytest.param(4, "persistent", False, False, id="3.1.1-session-continues"),
+        pytest.param(4, "persistent", True, True, id="3.1.1-clean-takeover"),
+        pytest.param(4, "clean", False, True, id="3.1.1-old-session-was-clean"),
+        pytest.param(5, "persistent", False, False, id="5-session-continues"),
+        pytest.param(5, "persistent", True, True, id="5-clean-start-takeover"),
+        pytest.param(5, "clean", False, True, id="5-old-session-expiry-0"),
+    ],
+)
+async def test_will_on_takeover_only_when_the_old_session_ends(
+    tmp_path: Path, version: int, old_session: str, new_clean: bool, will_published: bool
+) -> None:
+    """[MQTT-3.1.2-8]: a session continued by a new connection with the same client id (clean
+    start 0, session kept) does not publish the old connection's will; one that ends (the old
+    session was clean, or the new connection starts clean) does. Mosquitto decides the same way
+    for 3.1.1 and 5.0 (connect__on_authorised)."""
+    persistent = old_session == "persistent"
+    expiry = Properties(session_expiry_interval=600) if version == 5 else Properties()
+    with trio.fail_after(20):
+        async with mqtt_broker(tmp_path) as broker:
+            watcher = Paho(broker, version=5)
+            await watcher.connect()
+            await watcher.subscribe("wills/#", 1)
+            old = await RawClient.open(broker, version=version)
+            will = Will("wills/twin", b"old one gone", 1)
+            props = expiry if persistent else Properties()
+            await old.send(
+                Connect(
+                    "twin",
+                    version,
+                    clean_start=not persistent,
+                    will=will,
+                    properties=props,
+                    **LOGIN,
+                )
+            )
+            assert isinstance(await old.receive(), ConnAck)
+            new = await RawClient.open(broker, version=version)
+            await new.send(
+                Connect("twin", version, clean_start=new_clean, properties=expiry, **LOGIN)
+            )
+            connack = await new.receive()
+            assert isinstance(connack, ConnAck) and connack.reason_code == 0
+            assert connack.session_present == (persistent and not new_clean)
+            taken = [Disconnect(ReasonCode.SESSION_TAKEN_OVER)] if version == 5 else []
+            assert await old.until_closed() == taken
+            await watcher.publish("wills/end", b"end", 1)
+            received = [m.payload for m in await watcher.messages_until(b"end")]
+            assert received == ([b"old one gone", b"end"] if will_published else [b"end"])
+            await new.aclose()

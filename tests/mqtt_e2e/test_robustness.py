@@ -3,7 +3,6 @@ handler ever fails with an exception (which serve_tcp would log as an error)."""
 
 from __future__ import annotations
 
-import logging
 import random
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from herald.plugins.mqtt.codec import (
     Unsubscribe,
     encode_packet,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker
+from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, no_errors_logged
 
 LOGIN = {"username": "guest", "password": b"guest"}
 WORDS = ["a", "b", "+", "#", "$SYS", "", "$share", "g", "x.y"]
@@ -89,5 +88,4 @@ async def test_random_traffic_never_breaks_a_handler(
                 await raw.aclose()
             await bystander.publish("a/end", b"end", 1)
             assert (await bystander.messages_until(b"end"))[-1].payload == b"end"
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert not errors, [r.getMessage() for r in errors]
+    no_errors_logged(caplog)

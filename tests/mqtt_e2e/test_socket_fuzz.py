@@ -12,7 +12,6 @@ as an ERROR record, and there must be none).
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +29,7 @@ from tests.mqtt_e2e.fuzz_cases import (
     hand_made,
     random_cases,
 )
-from tests.mqtt_e2e.helpers import Paho, mqtt_broker, port
+from tests.mqtt_e2e.helpers import Paho, mqtt_broker, no_errors_logged, port
 from tests.socket_fuzz import (
     Outcome,
     attack,
@@ -143,11 +142,6 @@ async def fuzz(tmp_path: Path, cases: Sequence[Case], parallel: int) -> None:
         with trio.fail_after(5):  # the last closes may still be settling
             while len(broker.connections):
                 await trio.sleep(0.05)
-
-
-def no_errors_logged(caplog: pytest.LogCaptureFixture) -> None:
-    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert errors == [], [r.getMessage() for r in errors]
 
 
 @pytest.mark.parametrize("version", [4, 5])

@@ -86,6 +86,7 @@ class MQTTConnection:
         self._topic_alias_maximum = 0
         self._out_aliases: dict[str, int] = {}  # topic -> alias, least recently used first
         self._peer_alias_maximum = 0
+        self._session_expiry = 0  # the Session Expiry Interval of an MQTT 5 CONNECT
         self._pings_due = 0
         self.supported_versions: frozenset[int] = frozenset(versions)
         self.peer_max_packet_size: int | None = None
@@ -148,6 +149,8 @@ class MQTTConnection:
                 self._accept_connect(packet)  # type: ignore[arg-type]
             elif cls is PingReq:
                 self._pings_due += 1
+            elif cls is Disconnect and self._version == 5:
+                self._check_disconnect(packet)  # type: ignore[arg-type]
             reader.consume(end)
             if new_state is not self._state:
                 self._set_state(new_state)
@@ -175,6 +178,14 @@ class MQTTConnection:
         if self._version == 5:
             self.peer_max_packet_size = packet.properties.maximum_packet_size
             self._peer_alias_maximum = packet.properties.topic_alias_maximum or 0
+            self._session_expiry = packet.properties.session_expiry_interval or 0
+
+    def _check_disconnect(self, packet: Disconnect) -> None:
+        """[MQTT-3.14.2-2]: a Session Expiry Interval of 0 in CONNECT cannot be raised."""
+        if not self._session_expiry and packet.properties.session_expiry_interval:
+            raise protocol_error(
+                "DISCONNECT sets a Session Expiry Interval after CONNECT set none (0)"
+            )
 
     def _resolve_alias(self, packet: Publish) -> Publish:
         props = packet.properties

@@ -4,8 +4,10 @@
 the packet's variable header and payload, read in place from the receive buffer (bytearray
 slices of short fields are faster than memoryviews, and nothing pins the buffer). Every
 rule a decoder can check without connection state is checked here: reserved flag bits, QoS 3,
-zero packet identifiers, UTF-8 strings, wildcards in topic names, empty SUBSCRIBE/UNSUBSCRIBE,
-property placement, reason codes. Failures are `LocalProtocolError`s with an MQTT 5 reason code;
+zero packet identifiers, UTF-8 strings, wildcards in topic names, topic filters (MQTT 4.7.1,
+4.7.3 and 4.8.2: a filter breaking them is Malformed, as in Mosquitto; SUBACK 0x8F is for a
+well-formed filter the server refuses), empty SUBSCRIBE/UNSUBSCRIBE, property placement,
+reason codes. Failures are `LocalProtocolError`s with an MQTT 5 reason code;
 the reader re-raises them as `RemoteProtocolError`.
 """
 
@@ -47,6 +49,7 @@ from herald.plugins.mqtt.codec.reasons import (
     ReasonCode,
     RetainHandling,
 )
+from herald.plugins.mqtt.codec.topics import TopicError, parse_topic_filter
 from herald.plugins.mqtt.codec.wire import (
     U16,
     malformed,
@@ -276,7 +279,7 @@ def _subscribe(flags: int, data: Buffer, pos: int, end: int, version: int) -> Su
         raise protocol_error("SUBSCRIBE carries more than one subscription identifier")
     subscriptions = []
     while pos < end:
-        topic_filter, pos = read_string(data, pos, end)
+        topic_filter, pos = _read_filter(data, pos, end)
         if pos >= end:
             raise malformed("SUBSCRIBE options byte is missing")
         options = data[pos]
@@ -303,11 +306,21 @@ def _unsubscribe(flags: int, data: Buffer, pos: int, end: int, version: int) -> 
     props, pos = _properties(data, pos, end, PacketType.UNSUBSCRIBE, version)
     topic_filters = []
     while pos < end:
-        topic_filter, pos = read_string(data, pos, end)
+        topic_filter, pos = _read_filter(data, pos, end)
         topic_filters.append(topic_filter)
     if not topic_filters:
         raise protocol_error("UNSUBSCRIBE without any topic filter")
     return Unsubscribe(packet_id, topic_filters, props)
+
+
+def _read_filter(data: Buffer, pos: int, end: int) -> tuple[str, int]:
+    """A SUBSCRIBE / UNSUBSCRIBE topic filter, valid (shared ones included) or Malformed."""
+    topic_filter, pos = read_string(data, pos, end)
+    try:
+        parse_topic_filter(topic_filter)
+    except TopicError as exc:
+        raise malformed(str(exc)) from None
+    return topic_filter, pos
 
 
 def _suback(flags: int, data: Buffer, pos: int, end: int, version: int) -> SubAck:

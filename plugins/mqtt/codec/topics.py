@@ -24,6 +24,7 @@ import attrs
 
 MAX_TOPIC_BYTES: Final = 65_535
 SHARE_PREFIX: Final = "$share/"
+SYS_LEVEL: Final = "$SYS"
 
 _NAME_TO_AMQP: Final = {True: str.maketrans("/.", "./"), False: str.maketrans("/", ".")}
 _FILTER_TO_AMQP: Final = {True: str.maketrans("/.+", "./*"), False: str.maketrans("/+", ".*")}
@@ -84,6 +85,12 @@ def validate_topic_filter(text: str) -> None:
             raise TopicError(f"'#' must be the whole last level of {text!r}")
         if "+" in level and level != "+":
             raise TopicError(f"'+' must be a whole level of {text!r}")
+
+
+def is_sys_topic(name: str) -> bool:
+    """Whether a topic name is under `$SYS`, the server's own topics (MQTT 5.0 section 4.7.2):
+    its first level is exactly "$SYS" ("$SYS", "$SYS/a"; not "$SYSTEM/a")."""
+    return name.startswith(SYS_LEVEL) and (len(name) == 4 or name[4] == "/")
 
 
 def parse_topic_filter(text: str) -> TopicFilter:
