@@ -15,7 +15,7 @@ from collections.abc import Collection, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from herald.core.dead_letter import death_annotations, is_cycle
-from herald.core.errors import AccessRefused, NotFound, PreconditionFailed
+from herald.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from herald.core.exchange import Exchange, make_exchange
 from herald.core.publish_result import PublishResult, RouteStatus
 from herald.core.queue import DeadLetterReason, Queue, QueueEntry
@@ -88,13 +88,13 @@ class VirtualHost:
         passive: bool = False,
     ) -> Exchange:
         arguments = dict(arguments or {})
+        if name == DEFAULT_EXCHANGE:  # even passively, as RabbitMQ
+            raise AccessRefused("operation not permitted on the default exchange")
         existing = self.exchanges.get(name)
         if passive:
             if existing is None:
                 raise NotFound(f"no exchange '{name}' in vhost '{self.name}'")
             return existing
-        if name == DEFAULT_EXCHANGE:
-            raise AccessRefused("operation not permitted on the default exchange")
         if existing is not None:
             difference = existing.difference(type, durable, auto_delete, internal, arguments)
             if difference is not None:
@@ -193,7 +193,13 @@ class VirtualHost:
             existing.check_owner(owner)
             return existing
         if existing is not None:
-            existing.check_owner(owner)
+            if existing.owner != (owner if exclusive else None):  # RabbitMQ's strict check
+                raise ResourceLocked(
+                    f"cannot obtain exclusive access to locked queue '{name}' in vhost"
+                    f" '{self.name}'. It could be originally declared on another connection"
+                    " or the exclusive property value does not match that of the original"
+                    " declaration."
+                )
             if not _same_queue(existing, durable, auto_delete, exclusive, arguments):
                 raise PreconditionFailed(
                     f"inequivalent arg for queue '{name}' in vhost '{self.name}': received"

@@ -2,7 +2,8 @@
 
 Defaults follow RabbitMQ 4 so that clients tuned for it behave the same: port 5672 on every
 interface, frame_max 128 KiB, 2047 channels, a 60 s heartbeat, a 10 s handshake timeout and a
-16 MiB largest message.
+16 MiB largest message. After its last frame the server lingers a few seconds, as RabbitMQ's
+reader keeps reading after close-ok (up to 30 s there).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
         raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
 
 
+def _not_negative(_inst: object, attribute: attrs.Attribute, value: float) -> None:
+    if not value >= 0:
+        raise InvalidValue(f"must be 0 or more, got {value!r}", attribute.name)
+
+
 @attrs.frozen
 class AMQPConfig:
     """`[amqp]`: where the AMQP 0-9-1 listener binds and what it negotiates with clients."""
@@ -56,6 +62,10 @@ class AMQPConfig:
     """Seconds a client has from connecting to connection.open."""
     close_timeout: float = attrs.field(default=3.0, validator=_positive)
     """Seconds the server waits for close-ok after sending connection.close."""
+    close_linger: float = attrs.field(default=3.0, validator=_not_negative)
+    """Seconds the socket stays open after the last frame (close-ok sent or received, or the
+    connection.close of a frame that did not parse): the server shuts its sending side and
+    drops what the client still sends until it closes; 0 closes at once."""
     max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_at_least(1))
     """Bodies larger than this are refused with 406 (RabbitMQ 4's default, 16 MiB)."""
     default_prefetch: int = attrs.field(default=0, validator=_at_least(0))

@@ -7,6 +7,12 @@ Per connection, in one nursery:
   `send_all`, and tells the session when it is written (consumer backpressure);
 - timers: the handshake deadline, heartbeats, the close-ok deadline;
 - the session's confirm task (durability waits) and a watcher of the broker's alarms.
+
+When the session ended with a goodbye (close-ok sent or received, or a connection.close after
+a frame that did not parse), the socket lingers before it is closed (`StreamTransport.linger`):
+write side shut, input read and dropped until the client closes or `close_linger` passes, so a
+client still sending (publishes it buffered behind its connection.close) is not answered with a
+reset that makes its writes fail and can destroy the close-ok before it is read.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import trio
 
 from herald.core.cert_login import TLSPeer
 from herald.core.listeners import peer_host, peer_name, serve_tcp
+from herald.core.transports import StreamTransport
 from herald.plugins.amqp.config import AMQPConfig
 from herald.plugins.amqp.session import Session
 
@@ -83,6 +90,8 @@ async def handle_connection(broker: Broker, config: AMQPConfig, stream: trio.abc
     finally:
         session.teardown()
         broker.connections.close(connection, session.close_reason)
+    if session.linger:
+        await StreamTransport(stream).linger(config.close_linger)
 
 
 async def _read(session: Session, stream: trio.abc.Stream) -> None:

@@ -11,7 +11,9 @@ Errors follow RabbitMQ: a kernel error that is not connection-level closes only 
 (channel.close with the reply code and the offending method's ids); a connection-level one or
 a protocol error closes the connection (connection.close, then the socket once close-ok comes
 back or `close_timeout` passes). A frame the codec cannot parse leaves it unusable, so then the
-connection.close is written and the socket closed at once.
+connection.close is written and the session ends at once. Whatever follows the last frame
+(close-ok sent or received, or that connection.close) is never parsed: `linger` tells the
+adapter to drop it while the client reads the goodbye, rather than reset the connection.
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class Session:
         self.published = False  # RabbitMQ blocks only connections that publish
         self.transport_full = False
         self.done = False  # nothing more to read; the adapter flushes and closes
+        self.linger = False  # ended by a goodbye frame: the adapter drains input before closing
         self.close_reason = "client closed the connection"
         self.last_received = trio.current_time()
         self.handshake = Handshake(self)
@@ -358,6 +361,7 @@ class Session:
         log.info("amqp protocol error from %s: %s", self.connection.peer, exc.text)
         if exc.code is not None and not self._closing:
             self.close(exc.code, exc.text)
+        self.linger = True  # connection.close or our protocol header is the last frame
         self.finish(exc.text)
 
     # -- connection methods ------------------------------------------------------------------
@@ -366,9 +370,11 @@ class Session:
         if kind is ConnectionClose:
             self.teardown()
             self.send_method(0, ConnectionCloseOk())
+            self.linger = True  # frames the client sent after its close are still coming
             self.finish(self.close_reason if self._closing else "client closed the connection")
             return
         if kind is ConnectionCloseOk:
+            self.linger = True
             self.finish(self.close_reason)
             return
         if self._closing:
@@ -457,9 +463,9 @@ class Session:
 
     def _content_too_large(self, event: ContentTooLarge) -> None:
         channel = self.channels.get(event.channel)
-        error = PreconditionFailed(
+        error = PreconditionFailed(  # RabbitMQ's text, and the key that raises the limit
             f"message size {event.body_size} is larger than configured max size"
-            f" {self.config.max_message_size}"
+            f" {self.config.max_message_size} (amqp.max_message_size)"
         )
         if channel is not None and channel.open:
             self._failed(channel, error, type(event.method))

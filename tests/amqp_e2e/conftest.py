@@ -48,9 +48,10 @@ class BrokerThread:
         self.data_dir = data_dir
         self.data = data if data is not None else MemoryStoreData()
         self.commitlog = commitlog
-        self.settings = ["amqp.host=127.0.0.1", "amqp.port=0", *settings]
+        self.settings = ["amqp.host=127.0.0.1", "amqp.port=0"]
         if commitlog:
             self.settings += ["store.backend=commitlog", "commitlog.segment_size=1048576"]
+        self.settings += settings  # the test's own settings win
         self.broker: Broker | None = None
         self.port = 0
         self._token: trio.lowlevel.TrioToken | None = None

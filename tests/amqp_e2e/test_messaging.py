@@ -316,28 +316,6 @@ def test_all_properties_round_trip(channel: BlockingChannel) -> None:
     assert got.headers == expected
 
 
-def test_large_message_is_split_across_frames(channel: BlockingChannel) -> None:
-    body = bytes(range(256)) * 4096  # 1 MiB, eight 128 KiB frames
-    queue = channel.queue_declare("").method.queue
-    channel.basic_publish("", queue, body)
-    assert channel.basic_get(queue, auto_ack=True)[2] == body
-
-
-def test_message_over_max_size_is_406(tmp_path: Path) -> None:
-    with BrokerThread(tmp_path, settings=["amqp.max_message_size=1000"]) as broker:
-        conn = broker.connect()
-        try:
-            channel = conn.channel()
-            queue = channel.queue_declare("").method.queue
-            channel.basic_publish("", queue, b"x" * 2000)
-            with pytest.raises(pika.exceptions.ChannelClosedByBroker) as caught:
-                channel.queue_declare(queue, passive=True)
-            assert caught.value.reply_code == 406
-            assert conn.channel().queue_declare("ok").method.queue == "ok"
-        finally:
-            conn.close()
-
-
 @pytest.mark.parametrize(
     "properties,text",
     [
