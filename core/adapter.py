@@ -82,7 +82,16 @@ class Link:
     (`wake`), runs short-lived tasks of its own (`start_task`: a wait for durability), and
     has its close bounded by `close_timeout` once it is done."""
 
-    __slots__ = ("aborter", "ending", "server", "session", "stopped", "transport", "writing")
+    __slots__ = (
+        "aborter",
+        "ending",
+        "paused",
+        "server",
+        "session",
+        "stopped",
+        "transport",
+        "writing",
+    )
 
     def __init__(
         self,
@@ -98,9 +107,13 @@ class Link:
         self.writing: trio.CancelScope | None = None  # while a writer task runs
         self.stopped: trio.Event | None = None  # set when a writer ends, if the reader waits
         self.aborter: Any = None  # the timer that cuts a done session's close short
+        self.paused: trio.CancelScope | None = None  # while the reader waits out an alarm
 
     def wake(self) -> None:
-        """The session has output, or is done: start a writer unless one runs."""
+        """The session has output, or is done: start a writer unless one runs. A reader
+        paused by a resource alarm looks again (a session closing must read the goodbye)."""
+        if self.paused is not None:
+            self.paused.cancel()
         if self.session.done and self.aborter is None:
             timers = self.server.broker.timers
             self.aborter = timers.call_later(self.server.close_timeout, self.abort)
@@ -190,11 +203,13 @@ class ConnectionServer:
         new_session: SessionFactory,
         *,
         close_timeout: float,
+        linger_timeout: float | None = None,
     ) -> None:
         self.broker = broker
         self.protocol = protocol
         self.new_session = new_session
         self.close_timeout = close_timeout
+        self.linger_timeout = close_timeout if linger_timeout is None else linger_timeout
         self.deadlines: ConnectionDeadlines = broker.connection_deadlines
         self.writer_name = f"{protocol} connection writer"  # one string, not one per task
         self._writers: trio.Nursery | None = None
@@ -243,7 +258,7 @@ class ConnectionServer:
                 session.link = link
                 if initial:
                     await session.receive(initial)
-                await self._read(session, transport)
+                await self._read(session, transport, link)
                 if link.writing is None:  # the reader ended: flush what is left
                     link.wake()
                 while link.writing is not None:  # let the writer finish
@@ -257,9 +272,9 @@ class ConnectionServer:
             session.teardown()
             broker.connections.close(connection, session.close_reason)
         if session.lingers:
-            await transport.linger(self.close_timeout)
+            await transport.linger(self.linger_timeout)
 
-    async def _read(self, session: AdaptedSession, transport: Transport) -> None:
+    async def _read(self, session: AdaptedSession, transport: Transport, link: Link) -> None:
         alarms = self.broker.alarms
         direct = None  # a StreamTransport whose socket this loop reads itself
         if type(transport) is StreamTransport and transport.socket is not None:
@@ -267,7 +282,9 @@ class ConnectionServer:
         try:
             while not session.done:
                 if session.reading_paused:
-                    await alarms.wait_publish_allowed()
+                    with trio.CancelScope() as link.paused:
+                        await alarms.wait_publish_allowed()
+                    link.paused = None
                     continue
                 if direct is None:
                     data = await transport.receive()

@@ -12,6 +12,7 @@ import math
 from collections.abc import AsyncIterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -61,6 +62,8 @@ class LineSession(SessionIO):
         self.opened_at = trio.current_time()
         self.opened = False
         self.torn_down = False
+        self.publisher = False  # said PUB: paused while a resource alarm is on
+        self.closing = False  # the broker asked it to close: it waits for the client's OK
 
     async def receive(self, data: bytes) -> None:
         for line in self.codec.lines(data):
@@ -72,6 +75,10 @@ class LineSession(SessionIO):
             elif line == b"QUIT":
                 self.codec.send(b"BYE")
                 self.finish("client said QUIT")
+            elif line == b"PUB":
+                self.publisher = True
+            elif line == b"OK" and self.closing:
+                self.finish("closed by the broker")
             elif line == b"CRASH":
                 self.codec.data_to_send = self._crash  # a bug in the protocol
             else:
@@ -100,9 +107,20 @@ class LineSession(SessionIO):
     def teardown(self) -> None:
         self.torn_down = True
 
+    @property
+    def reading_paused(self) -> bool:
+        alarms = self.connection_alarms
+        return self.publisher and alarms is not None and alarms.blocked and not self.closing
+
+    connection_alarms: Any = None  # the broker's Alarms, set by the fixture
+
     def close_from_broker(self, reason: str) -> None:
         self.codec.send(b"GOING AWAY")
-        self.finish(reason)
+        if self.publisher:  # a polite close: wait for the client's OK
+            self.closing = True
+            self.wake()
+        else:
+            self.finish(reason)
 
 
 @pytest.fixture
@@ -116,8 +134,10 @@ async def server(broker: Broker, nursery: trio.Nursery) -> ConnectionServer:
     sessions: list[LineSession] = []
 
     def new_session(connection: Connection, peer_host: str | None) -> LineSession:
-        sessions.append(LineSession(connection, peer_host))
-        return sessions[-1]
+        session = LineSession(connection, peer_host)
+        session.connection_alarms = broker.alarms
+        sessions.append(session)
+        return session
 
     running = ConnectionServer(broker, "lines", new_session, close_timeout=CLOSE_S)
     running.sessions = sessions  # type: ignore[attr-defined]  # for the tests to look at
@@ -239,3 +259,24 @@ async def test_linger_reads_and_discards_what_the_client_still_sends(
         await client.send_all(b"last\n")
     assert server.sessions[0].close_reason == "protocol error: HELLO first"  # type: ignore[attr-defined]
     await client.aclose()
+
+
+async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
+    server: ConnectionServer, nursery: trio.Nursery, broker: Broker
+) -> None:
+    server_side, client = trio.testing.memory_stream_pair()
+    nursery.start_soon(server.run_connection, server_side)
+    with trio.fail_after(10):
+        await client.send_all(b"HELLO\nPUB\n")
+        assert await read_until(client, b"\n") == b"WELCOME\n"
+        broker.alarms.set("memory", True)  # the publisher's reader stops reading
+        await client.send_all(b"x\n")
+        await trio.testing.wait_all_tasks_blocked()
+        session = server.sessions[0]  # type: ignore[attr-defined]
+        assert session.reading_paused
+        session.close_from_broker("shutting down")
+        assert await read_until(client, b"AWAY\n") == b"x\nGOING AWAY\n"
+        await client.send_all(b"OK\n")  # read although the alarm is still on
+        assert await client.receive_some(100) == b""
+    assert session.close_reason == "closed by the broker"
+    broker.alarms.set("memory", False)
