@@ -269,7 +269,9 @@ async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
     with trio.fail_after(10):
         await client.send_all(b"HELLO\nPUB\n")
         assert await read_until(client, b"\n") == b"WELCOME\n"
-        broker.alarms.set("memory", True)  # the publisher's reader stops reading
+        broker.alarms.set(
+            "test", True
+        )  # the publisher's reader stops reading (no monitor clears it)
         await client.send_all(b"x\n")
         await trio.testing.wait_all_tasks_blocked()
         session = server.sessions[0]  # type: ignore[attr-defined]
@@ -279,4 +281,4 @@ async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
         await client.send_all(b"OK\n")  # read although the alarm is still on
         assert await client.receive_some(100) == b""
     assert session.close_reason == "closed by the broker"
-    broker.alarms.set("memory", False)
+    broker.alarms.set("test", False)
