@@ -29,6 +29,8 @@ from herald.core.definitions import Definitions
 from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
 from herald.core.flow import Alarms, MemoryMonitor, total_memory
 from herald.core.message import CodecRegistry
+from herald.core.queue_services import QueueServices
+from herald.core.queue_types import QueueTypes
 from herald.core.timers import Timers
 from herald.core.tls import server_context
 from herald.core.vhost import VirtualHost
@@ -120,6 +122,16 @@ class Broker:
             paging_ratio=self.config.memory.paging_ratio,
             on_paging=self.page_out,
         )
+        # What every queue is given (core/queue_services.py), and the types it is made by.
+        self.queue_services = QueueServices(
+            store=self.store,
+            timers=self.timers,
+            memory=self.memory,
+            policy=self.config.queues,
+            interceptors=self.interceptors,
+            allocate_store_id=self.definitions.allocate_queue_id,
+        )
+        self.queue_types = QueueTypes(self.plugins.queue_types())
         self.tls_context = server_context(self.config.tls)  # None until [tls] has a certificate
         self.users = AccessControl(
             loopback_users=self.config.auth.loopback_users,

@@ -2,6 +2,11 @@
 
 Every error a user can fix (a `HeraldError`: bad config, unknown plugin) ends the command with
 one line on stderr, "herald: error: <message>", and exit code 2; never a traceback.
+
+Other subcommands come from plugins (hook `herald_cli_commands`: the management plugin's
+`herald admin`, the pipeline's `herald pipeline`): this module imports no plugin. The plugins
+are loaded only when a name is not one of the commands here, or when the commands are listed,
+and a plugin's command module only when that command runs or shows its help.
 """
 
 from __future__ import annotations
@@ -18,12 +23,12 @@ import click
 import trio
 
 from herald.core.config import HeraldConfig, load_config
-from herald.core.errors import ConfigError, HeraldError
+from herald.core.errors import ConfigError, HeraldError, PluginError
 from herald.core.log import configure_logging, reset_logging
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
-    from herald.core.plugin_types import Listener
+    from herald.core.plugin_types import CliCommand, Listener
     from herald.core.plugins import Plugins
 
 log = logging.getLogger("herald.core.cli")
@@ -47,6 +52,68 @@ class HeraldGroup(click.Group):
             ctx.exit(EXIT_USAGE)
 
 
+_PLUGIN_COMMANDS = "herald.plugin_commands"
+"""`ctx.meta` key: the plugins' commands, found once per invocation."""
+
+
+class MainGroup(HeraldGroup):
+    """`herald`: its own commands, then those plugins add (hook `herald_cli_commands`)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self._plugin_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        declared = self._plugin_commands(ctx).get(cmd_name)
+        if declared is None:
+            return None
+        loaded = declared.load()
+        if not isinstance(loaded, click.Command):
+            raise PluginError(f"command {cmd_name!r}: load() returned {loaded!r}, not a command")
+        return loaded
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list of `herald --help`: plugins' commands with the help line they
+        declared, without loading them."""
+        try:
+            declared = self._plugin_commands(ctx)
+        except HeraldError as exc:
+            click.echo(_error_line(f"plugin commands not listed: {exc}"), err=True)
+            declared = {}
+        limit = formatter.width - 6 - max(len(name) for name in [*self.commands, *declared])
+        rows = [(name, cmd.get_short_help_str(limit)) for name, cmd in self.commands.items()]
+        for name, command in declared.items():  # click's own shortening of a help text
+            rows.append((name, click.Command(name, help=command.help).get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows))
+
+    def _plugin_commands(self, ctx: click.Context) -> dict[str, CliCommand]:
+        """The installed plugins' commands by name (plugins are loaded on the first call).
+
+        :raises PluginError: a plugin declares a command named like one of herald's own.
+        """
+        found: dict[str, CliCommand] | None = ctx.meta.get(_PLUGIN_COMMANDS)
+        if found is None:
+            from herald.core.plugins import get_plugin_manager
+
+            quiet = logging.getLogger("herald.plugins")  # `herald plugins` lists broken ones
+            level = quiet.level
+            quiet.setLevel(logging.ERROR)
+            try:
+                commands = get_plugin_manager().cli_commands()
+            finally:
+                quiet.setLevel(level)
+            found = {}
+            for command in commands:
+                if command.name in self.commands:
+                    raise PluginError(f"a plugin's command {command.name!r} is herald's own")
+                found[command.name] = command
+            ctx.meta[_PLUGIN_COMMANDS] = found
+        return found
+
+
 _set_option = click.option(
     "--set",
     "overrides",
@@ -56,7 +123,7 @@ _set_option = click.option(
 )
 
 
-@click.group(cls=HeraldGroup)
+@click.group(cls=MainGroup)
 @click.version_option(package_name="heraldmq", prog_name="herald")
 def main() -> None:
     """herald: a multi-protocol message broker (AMQP 0-9-1, MQTT, STOMP) on Trio."""
@@ -236,26 +303,6 @@ def plugins_command(ctx: click.Context, as_json: bool) -> None:
             click.echo(f"  {name:<{width}}  {reason}")
 
 
-class _PipelineGroup(click.Group):
-    """`herald pipeline`: loaded on use, so the broker's CLI never imports the pipeline."""
-
-    def _group(self) -> click.Group:
-        from herald.pipeline.cli import pipeline
-
-        return pipeline
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return self._group().list_commands(ctx)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return self._group().get_command(ctx, name)
-
-
-@main.group(name="pipeline", cls=_PipelineGroup)
-def pipeline_group() -> None:
-    """Spark jobs over a data dir's commit log (needs pip install 'heraldmq[spark]')."""
-
-
 @main.group(name="config", cls=HeraldGroup)
 def config_group() -> None:
     """Work with config files."""
@@ -276,16 +323,6 @@ def config_check(ctx: click.Context, file: Path, overrides: tuple[str, ...]) -> 
             f"config: store.backend: unknown store {config.store.backend!r} (installed: {known})"
         )
     click.echo(f"ok: {file}")
-
-
-def _add_admin() -> None:
-    """`herald admin ...`: the management API's CLI (plugins/management/admin_cli.py)."""
-    from herald.plugins.management.admin_cli import admin
-
-    main.add_command(admin)
-
-
-_add_admin()
 
 
 if __name__ == "__main__":

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from herald.core.config import Config
     from herald.core.message import Message, MessageCodec
     from herald.core.plugin_types import (
+        CliCommand,
         ConfigSection,
         ManagementRoute,
         PluginInfo,
         ProtocolSpec,
+        QueueType,
         Service,
         StorageBackend,
     )
@@ -111,6 +113,27 @@ def herald_storage_backends() -> list[StorageBackend]:
 
 
 @hookspec
+def herald_queue_types() -> list[QueueType]:
+    """Declare queue types: what a queue declared with `x-queue-type = name` is made by.
+
+    :returns: `QueueType(name, description, factory, refused_arguments)`s. When a queue of
+        that type is declared (or recovered at start), its virtual host calls
+        `factory(owner, services, declaration)` (`herald.core.queue_services`: the virtual
+        host as `QueueOwner`, the broker's shared `QueueServices`, the parsed
+        `QueueDeclaration`); the factory returns a `herald.core.queue.Queue`. A declaration
+        naming a type nobody declared, or an argument in the type's `refused_arguments`, is
+        refused with 406 PRECONDITION_FAILED. Names must be unique across plugins. Read once,
+        when the broker is built.
+
+    herald's own `classic` type (the default) and `quorum` (accepted, served with classic
+    semantics on one node) are declared this way, by the kernel's built-in plugin
+    `herald.core.queue_plugin`.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
 def herald_message_codecs() -> list[MessageCodec]:
     """Declare message codecs: how this plugin's protocol's stored bytes map to neutral
     `Content` and back (`herald.core.message.MessageCodec`), used to convert a message for a
@@ -174,6 +197,20 @@ def herald_management_routes() -> list[ManagementRoute]:
         a `herald.core.errors.KernelError` to fail (NotFound answers 404). GET routes need the
         `monitoring` or `administrator` tag, other methods `administrator`. See
         docs/management.md.
+
+    .. versionadded:: 0.1
+    """
+
+
+@hookspec
+def herald_cli_commands() -> list[CliCommand]:
+    """Declare subcommands of the `herald` command (the management plugin's `herald admin`).
+
+    :returns: `CliCommand(name, help, load)`s. `herald --help` lists each `name` with its
+        one-line `help`; `load()` returns the click command or group and is called only when
+        the subcommand runs or shows its help, so import its module there, not at the top of
+        the plugin. Names must be unique across plugins and must not be one of herald's own
+        commands (`run`, `plugins`, `config`).
 
     .. versionadded:: 0.1
     """

@@ -7,55 +7,34 @@ The kernel never parses `raw`. A plugin delivering to a consumer of the same pro
 message codecs of both protocols and a protocol-neutral `Content`, and the result is cached on
 the message (ActiveMQ Apollo's "persist as-is, convert only when needed").
 
-`Properties` is the neutral property set: AMQP 0-9-1's fourteen basic properties, which are a
-superset of what MQTT 5 and STOMP carry, so conversions lose as little as possible.
+The neutral form (`Properties`, `Content`) lives in core/content.py and the kernel's own codec
+in core/native_codec.py; both are re-exported here, where plugins have always found them.
+Neither imports this module, so there is no import cycle to hide behind a lazy import.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import attrs
 
+from herald.core.content import EMPTY_PROPERTIES, Content, Properties
+from herald.core.errors import InternalError
+from herald.core.native_codec import NATIVE_PROTOCOL, NativeCodec
+
+__all__ = [
+    "EMPTY_PROPERTIES",
+    "NATIVE_PROTOCOL",
+    "CodecRegistry",
+    "Content",
+    "Message",
+    "MessageCodec",
+    "Properties",
+]
+
 _now = time.time
-
-NATIVE_PROTOCOL = "herald"
-"""The protocol id of messages made through the kernel's Python API or the management API."""
-
-
-@attrs.frozen
-class Properties:
-    """Protocol-neutral message properties (the AMQP 0-9-1 basic property set)."""
-
-    content_type: str | None = None
-    content_encoding: str | None = None
-    headers: Mapping[str, Any] | None = None
-    delivery_mode: int | None = None  # 1 transient, 2 persistent
-    priority: int | None = None
-    correlation_id: str | None = None
-    reply_to: str | None = None
-    expiration: str | None = None  # per-message TTL in ms, as a string (AMQP's form)
-    message_id: str | None = None
-    timestamp: int | None = None  # seconds since the epoch
-    type: str | None = None
-    user_id: str | None = None
-    app_id: str | None = None
-
-
-EMPTY_PROPERTIES = Properties()
-
-
-class Content(NamedTuple):
-    """A message in protocol-neutral form: what converters pass between protocols.
-
-    A NamedTuple rather than an attrs class: it is made once per published native message,
-    and a tuple is several times cheaper to create than a frozen attrs instance.
-    """
-
-    properties: Properties
-    body: bytes
 
 
 class MessageCodec(Protocol):
@@ -191,8 +170,6 @@ class CodecRegistry:
     """The message codecs of every loaded protocol, and the converter hook in front of them."""
 
     def __init__(self, converter: Converter | None = None) -> None:
-        from herald.core.native_codec import NativeCodec
-
         self._codecs: dict[str, MessageCodec] = {NATIVE_PROTOCOL: NativeCodec()}
         self._converter = converter
 
@@ -203,8 +180,6 @@ class CodecRegistry:
         try:
             return self._codecs[protocol]
         except KeyError:
-            from herald.core.errors import InternalError
-
             raise InternalError(f"no message codec for protocol {protocol!r}") from None
 
     def decode(self, protocol: str, raw: bytes) -> Content:

@@ -3,6 +3,9 @@
 A native message is stored as: 4-byte big-endian length of a JSON object holding the non-empty
 properties, that JSON, then the body. JSON keeps stored records readable by other tools (the
 Spark pipeline); bytes, which JSON lacks, are tagged as {"$bytes": base64}.
+
+This module builds on the neutral form (core/content.py) only; core/message.py imports it (every
+`CodecRegistry` starts with a `NativeCodec`), never the other way round.
 """
 
 from __future__ import annotations
@@ -10,15 +13,15 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
+from herald.core.content import Content, Properties
 from herald.core.errors import InternalError
-from herald.core.message import NATIVE_PROTOCOL, Content, Properties
 
-if TYPE_CHECKING:
-    from herald.core.message import Message
+NATIVE_PROTOCOL = "herald"
+"""The protocol id of messages made through the kernel's Python API or the management API."""
 
 _LENGTH = struct.Struct(">I")
 _FIELDS = tuple(f.name for f in attrs.fields(Properties))
@@ -56,7 +59,9 @@ class NativeCodec:
         # Publishers tend to reuse one Properties object: remember the last encoding.
         self._last: tuple[Properties, bytes] | None = None
 
-    def encode(self, content: Content, message: Message | None = None) -> bytes:
+    def encode(self, content: Content, message: object = None) -> bytes:
+        """The stored bytes of `content`; `message` (the `MessageCodec` signature) is unused:
+        a native message's properties are all in its content."""
         properties = content.properties
         last = self._last
         if last is not None and last[0] is properties:

@@ -19,7 +19,14 @@ import attrs
 from herald.core.errors import PluginError
 
 if TYPE_CHECKING:
+    import click
+
+    from herald.core.queue import Queue
+    from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
     from herald.core.store import Store
+
+QueueFactory = Callable[["QueueOwner", "QueueServices", "QueueDeclaration"], "Queue"]
+"""`factory(owner, services, declaration)`: a new queue of one type (see `QueueType`)."""
 
 TRANSPORTS = frozenset({"tcp", "tls", "ws", "wss", "http", "https"})
 """What a `Listener` may say it speaks beneath its protocol."""
@@ -113,6 +120,28 @@ class StorageBackend:
     factory: Callable[[Any, pathlib.Path], Store]
 
 
+def _argument_names(value: Any) -> frozenset[str]:
+    return frozenset((value,) if isinstance(value, str) else value)
+
+
+@attrs.frozen
+class QueueType:
+    """A kind of queue, chosen by a declaration's `x-queue-type` argument.
+
+    `factory(owner, services, declaration)` makes the queue: `owner` is the virtual host
+    (`herald.core.queue_services.QueueOwner`), `services` the broker's `QueueServices`,
+    `declaration` a `QueueDeclaration` whose arguments are already parsed and checked. It
+    returns a `herald.core.queue.Queue` (the class itself is the classic type's factory; a
+    type of its own subclasses it). `refused_arguments` are `x-` arguments this type does not
+    support: declaring one answers 406 PRECONDITION_FAILED naming it, as for a bad value.
+    """
+
+    name: str
+    description: str
+    factory: QueueFactory
+    refused_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=_argument_names)
+
+
 @attrs.frozen
 class ManagementRoute:
     """An HTTP route the management plugin mounts (e.g. "GET", "/api/echo/stats")."""
@@ -133,3 +162,17 @@ class Service:
 
     name: str
     run: Callable[..., Awaitable[None]]
+
+
+@attrs.frozen
+class CliCommand:
+    """A `herald <name> ...` subcommand a plugin adds to the command line.
+
+    `load()` returns the click command or group, and is called only when the subcommand runs
+    or its help is shown, so a plugin's command-line dependencies are never imported by a
+    broker (or by `herald run`). `help` is the one line `herald --help` lists it with.
+    """
+
+    name: str
+    help: str
+    load: Callable[[], click.Command]

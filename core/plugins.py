@@ -1,9 +1,9 @@
 """Loading plugins and calling their hooks.
 
-`get_plugin_manager()` builds a `Plugins`: herald's hookspecs, the built-in plugins it is given,
-then every module of the `herald` entry-point group (built-in protocols and stores are entry
-points too). Nothing happens at import time, so tests and embedders build as many independent
-managers as they like.
+`get_plugin_manager()` builds a `Plugins`: herald's hookspecs, the kernel's own plugins
+(`DEFAULT_PLUGINS`: the queue types), the built-in plugins it is given, then every module of
+the `herald` entry-point group (built-in protocols and stores are entry points too). Nothing
+happens at import time, so tests and embedders build as many independent managers as they like.
 
 The kernel calls hooks only through `Plugins`' typed methods, never `pm.hook.x` (tox's
 `Plugin` facade): the hook names, the flattening of list results and the checks on what
@@ -21,6 +21,7 @@ blocks plugins by name, HERALD_TRACE_PLUGINS=1 logs every hook call at DEBUG on 
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
 import logging
 import os
@@ -34,13 +35,16 @@ import pluggy
 from herald.core import hookspecs
 from herald.core.errors import PluginError
 from herald.core.plugin_types import (
+    CliCommand,
     ConfigSection,
     ManagementRoute,
     PluginInfo,
     ProtocolSpec,
+    QueueType,
     Service,
     StorageBackend,
 )
+from herald.core.version import herald_version
 
 if TYPE_CHECKING:
     from herald.core.auth import User
@@ -53,6 +57,11 @@ logger = logging.getLogger("herald.plugins")
 ENV_DISABLE_AUTOLOAD = "HERALD_DISABLE_PLUGIN_AUTOLOAD"
 ENV_BLOCKED = "HERALD_BLOCKED_PLUGINS"
 ENV_TRACE = "HERALD_TRACE_PLUGINS"
+
+DEFAULT_PLUGINS: Mapping[str, str] = MappingProxyType({"queue_types": "herald.core.queue_plugin"})
+"""The kernel's own plugins, name -> module: registered by every manager, entry points or not,
+before anything else (pytest's `default_plugins`). They use the hooks any plugin uses, and a
+name in `blocked` or HERALD_BLOCKED_PLUGINS keeps one out like any other."""
 
 HOOK_NAMES = tuple(name for name in vars(hookspecs) if name.startswith("herald_"))
 
@@ -70,7 +79,7 @@ def get_plugin_manager(
     builtins: Iterable[object] = (),
     blocked: Iterable[str] = (),
 ) -> Plugins:
-    """Build the plugin set: hookspecs, then `builtins`, then the `herald` entry points.
+    """Build the plugin set: hookspecs, `DEFAULT_PLUGINS`, `builtins`, the `herald` entry points.
 
     `builtins` are registered under their canonical name (a module's `__name__`); entry points
     under their entry-point name. Names in `blocked` or HERALD_BLOCKED_PLUGINS are not imported.
@@ -84,6 +93,10 @@ def get_plugin_manager(
     if _env_flag(ENV_TRACE):
         pm.add_hookcall_monitoring(_trace_before, _trace_after)
     plugins = Plugins(pm)
+    for name, module in DEFAULT_PLUGINS.items():
+        if not pm.is_blocked(name):
+            plugins._add(importlib.import_module(module), name)
+            plugins._versions[name] = herald_version()
     for plugin in builtins:
         plugins._add(plugin, None)
     if load_entrypoints and not _env_flag(ENV_DISABLE_AUTOLOAD):
@@ -189,6 +202,14 @@ class Plugins:
         """Storage backend name -> backend."""
         backends = self._unique("herald_storage_backends", StorageBackend, "storage backend")
         return {backend.name: backend for backend in backends}
+
+    def queue_types(self) -> list[QueueType]:
+        """Every plugin's queue types (`x-queue-type` names, unique across plugins)."""
+        return self._unique("herald_queue_types", QueueType, "queue type")
+
+    def cli_commands(self) -> list[CliCommand]:
+        """Every plugin's `herald` subcommands (names unique across plugins)."""
+        return self._unique("herald_cli_commands", CliCommand, "command")
 
     def message_codecs(self) -> list[MessageCodec]:
         """Every plugin's message codecs, at most one per protocol."""

@@ -10,6 +10,11 @@ dispatch loop in the caller's task, which is what makes the kernel fast on one c
 Durable state goes through the store: persistent messages in durable queues are appended
 once per message (here when it has one queue, by the virtual host for several) and acked here.
 
+A queue is made by its type's factory (hook `herald_queue_types`; this class is the `classic`
+type's) from a `QueueDeclaration`, the broker's shared `QueueServices` and its `QueueOwner`,
+the virtual host it calls back into to delete itself or dead-letter (core/queue_services.py).
+It reaches nothing else: no path from a queue to the broker.
+
 TTL follows RabbitMQ (x-message-ttl and per-message expiration, the lower wins), with one
 improvement: an expired message leaves when its time comes even if it is not at the head.
 """
@@ -30,7 +35,7 @@ from herald.core.consumer import (
     consumer_priority,
 )
 from herald.core.errors import PreconditionFailed, ResourceLocked
-from herald.core.queue_args import Overflow, QueueArguments
+from herald.core.queue_args import Overflow
 from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
 from herald.core.queue_swap import QueueSwap
@@ -40,7 +45,7 @@ from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
     from herald.core.message import Message
-    from herald.core.vhost import VirtualHost
+    from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
 
 __all__ = ["DeadLetterReason", "Queue", "QueueEntry", "QueueStatistics"]
 
@@ -49,31 +54,27 @@ _DROP_HEAD = Overflow.DROP_HEAD  # a module global: an Enum class attribute cost
 
 
 class Queue:
-    """One queue of one virtual host."""
+    """One queue of one virtual host: the `classic` queue type (also serves `quorum`).
+
+    `vhost` is the queue's owner, `services` the broker's, `declaration` what was declared
+    (its arguments already parsed and checked against the type).
+    """
 
     def __init__(
-        self,
-        vhost: VirtualHost,
-        name: str,
-        *,
-        durable: bool = False,
-        auto_delete: bool = False,
-        owner: Hashable | None = None,
-        arguments: Mapping[str, Any] | None = None,
-        store_id: int | None = None,
+        self, vhost: QueueOwner, services: QueueServices, declaration: QueueDeclaration
     ) -> None:
         self.vhost = vhost
-        self.name = name
-        self.durable = durable
-        self.auto_delete = auto_delete
-        self.owner = owner
-        self.arguments: Mapping[str, Any] = dict(arguments or {})
-        self.args = QueueArguments.parse(arguments, name, vhost.name)
-        self.store_id = store_id
-        broker = vhost.broker
-        self._store = broker.store
-        self.clock = QueueClock(self, broker.timers)
-        self.swap = QueueSwap(self, broker.config.queues, broker.store, broker.memory)
+        self.name = declaration.name
+        self.durable = declaration.durable
+        self.auto_delete = declaration.auto_delete
+        self.owner = declaration.owner
+        self.arguments: Mapping[str, Any] = dict(declaration.arguments)
+        self.args = declaration.args
+        self.queue_type = declaration.queue_type  # as declared: "quorum" stays "quorum"
+        self.store_id = declaration.store_id
+        self._store = services.store
+        self.clock = QueueClock(self, services.timers)
+        self.swap = QueueSwap(self, services)
         self.ready = self._new_ready_list()
         self.consumers = ConsumerSet(self.args.single_active_consumer)
         self.unacked_count = 0
@@ -82,7 +83,7 @@ class Queue:
         self._had_consumer = False
         self._dispatching = False
         self._published = self._delivered = self._acked = self._expired = self._dead = 0
-        self._interceptors = broker.interceptors
+        self._interceptors = services.interceptors
         self.clock.touch()
 
     def __repr__(self) -> str:
@@ -281,6 +282,12 @@ class Queue:
             self.clock.touch()
         self.dispatch()
 
+    def idle_expired(self) -> None:
+        """x-expires passed without a consumer (called by the queue's clock): the owner
+        deletes the queue."""
+        log.info("queue %r in vhost %r expired (x-expires)", self.name, self.vhost.name)
+        self.vhost.delete_queue(self.name, owner=self.owner)
+
     def release(self, holder: Consumer) -> None:
         """Requeue everything `holder` has not acked (channel closed, consumer gone)."""
         holder.detach_limit()
@@ -345,7 +352,7 @@ class Queue:
             self._acquire(consumer, entry)
         on_deliver = self._interceptors.on_deliver
         if on_deliver is not None:
-            on_deliver(vhost=self.vhost.name, queue=self.name, message=entry.message)
+            on_deliver(self.vhost.name, self.name, entry.message)
         consumer.sink.deliver(consumer, entry)
 
     def _acquire(self, consumer: Consumer, entry: QueueEntry) -> None:
@@ -388,7 +395,7 @@ class Queue:
         self._acked += 1
         on_ack = self._interceptors.on_ack
         if on_ack is not None:
-            on_ack(vhost=self.vhost.name, queue=self.name, message=entry.message)
+            on_ack(self.vhost.name, self.name, entry.message)
             dispatched = False  # it may have changed what can be pushed
         if self.ready.count and not dispatched:
             self.dispatch()

@@ -2,7 +2,8 @@
 
 RabbitMQ semantics: a bad value is a 406 PRECONDITION_FAILED naming the argument; arguments
 herald does not know are kept and ignored, as RabbitMQ does, so clients written for newer
-RabbitMQ versions still declare their queues.
+RabbitMQ versions still declare their queues. `x-queue-type` is only read here; whether the
+type exists, and which arguments it refuses, is the queue types' business (core/queue_types.py).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ class Overflow(enum.Enum):
     REJECT_PUBLISH_DLX = "reject-publish-dlx"
 
 
-QUEUE_TYPES = frozenset({"classic", "quorum"})
-"""Accepted `x-queue-type`s. Quorum queues are served with classic semantics on one node."""
+DEFAULT_QUEUE_TYPE = "classic"
+"""The `x-queue-type` of a declaration that names none. Which types exist is not decided here:
+plugins declare them (hook `herald_queue_types`, core/queue_types.py)."""
 
 
 @attrs.frozen
@@ -39,7 +41,7 @@ class QueueArguments:
     dead_letter_routing_key: str | None = None
     max_priority: int | None = None
     single_active_consumer: bool = False
-    queue_type: str = "classic"
+    queue_type: str = DEFAULT_QUEUE_TYPE
 
     @classmethod
     def parse(cls, arguments: Mapping[str, Any] | None, queue: str, vhost: str) -> QueueArguments:
@@ -83,9 +85,6 @@ class QueueArguments:
         sac = arguments.get("x-single-active-consumer", False)
         if not isinstance(sac, bool):
             raise invalid("x-single-active-consumer", sac, "not a boolean")
-        queue_type = text("x-queue-type") or "classic"
-        if queue_type not in QUEUE_TYPES:
-            raise invalid("x-queue-type", queue_type, "unsupported queue type")
         return cls(
             message_ttl=integer("x-message-ttl", 0),
             expires=integer("x-expires", 1),
@@ -96,7 +95,7 @@ class QueueArguments:
             dead_letter_routing_key=text("x-dead-letter-routing-key"),
             max_priority=max_priority or None,
             single_active_consumer=sac,
-            queue_type=queue_type,
+            queue_type=text("x-queue-type") or DEFAULT_QUEUE_TYPE,
         )
 
 

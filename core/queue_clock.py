@@ -10,7 +10,6 @@ tracked again.
 from __future__ import annotations
 
 import heapq
-import logging
 from typing import TYPE_CHECKING
 
 import trio
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from herald.core.queue import Queue
     from herald.core.queue_entry import QueueEntry
     from herald.core.timers import TimerHandle, Timers
-
-log = logging.getLogger(__name__)
 
 
 class QueueClock:
@@ -109,8 +106,7 @@ class QueueClock:
         self._idle_timer = None
         queue = self._queue
         if not queue.consumers and not queue.deleted:
-            log.info("queue %r in vhost %r expired (x-expires)", queue.name, queue.vhost.name)
-            queue.vhost.delete_queue(queue.name, owner=queue.owner)
+            queue.idle_expired()
 
     def close(self) -> None:
         self.cancel_idle()

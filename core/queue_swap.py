@@ -17,10 +17,11 @@ from herald.core.store import QueueTarget
 from herald.core.swap import StoreUnreadable, SwappedRange
 
 if TYPE_CHECKING:
-    from herald.core.config import QueuesSection
-    from herald.core.flow import MemoryMonitor
+    from collections.abc import Callable
+
     from herald.core.queue import Queue
-    from herald.core.store import QueueRange, Store, StoredEntry
+    from herald.core.queue_services import QueueServices
+    from herald.core.store import QueueRange, StoredEntry
     from herald.core.timers import TimerHandle
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ _RETRY_SECONDS = 1.0
 
 class QueueSwap:
     __slots__ = (
+        "_allocate_store_id",
         "_expiring",
         "_memory",
         "_queue",
@@ -38,18 +40,20 @@ class QueueSwap:
         "_scratch_last",
         "_store",
         "_tail_buffer",
+        "_timers",
         "enabled",
         "load_batch",
         "pages",
         "scratch_id",
     )
 
-    def __init__(
-        self, queue: Queue, policy: QueuesSection, store: Store, memory: MemoryMonitor
-    ) -> None:
+    def __init__(self, queue: Queue, services: QueueServices) -> None:
+        policy = services.policy
         self._queue = queue
-        self._store = store
-        self._memory = memory
+        self._store = services.store
+        self._memory = services.memory
+        self._timers = services.timers
+        self._allocate_store_id: Callable[[], int] = services.allocate_store_id
         # Priority queues keep everything loaded: a range cannot keep their order.
         self.enabled = policy.swap and queue.args.max_priority is None
         self.pages = self.enabled and policy.page_transient
@@ -117,7 +121,7 @@ class QueueSwap:
             return 0
         scratch = self.scratch_id
         if not scratch:
-            scratch = self.scratch_id = self._queue.vhost.metadata.allocate_queue_id()
+            scratch = self.scratch_id = self._allocate_store_id()
         try:
             self._store.append(entry.message, (QueueTarget(scratch, entry.offset),))
         except HeraldError as exc:
@@ -213,7 +217,7 @@ class QueueSwap:
         queue = self._queue
         log.error("queue %r: reading swapped messages back failed: %s; retrying", queue.name, exc)
         if self._retry is None:
-            self._retry = queue.vhost.broker.timers.call_later(_RETRY_SECONDS, self._retry_read)
+            self._retry = self._timers.call_later(_RETRY_SECONDS, self._retry_read)
 
     def _retry_read(self) -> None:
         self._retry = None

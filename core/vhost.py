@@ -20,11 +20,13 @@ from herald.core.exchange import Exchange, make_exchange
 from herald.core.publish_result import PublishResult, RouteStatus
 from herald.core.queue import DeadLetterReason, Queue, QueueEntry
 from herald.core.queue_args import Overflow, QueueArguments
+from herald.core.queue_services import QueueDeclaration
 from herald.core.store import QueueTarget
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
     from herald.core.message import Message
+    from herald.core.plugin_types import QueueType
 
 __all__ = ["DEFAULT_EXCHANGE", "PublishResult", "RouteStatus", "VirtualHost"]
 
@@ -45,7 +47,11 @@ _ROUTED_ONE = PublishResult(RouteStatus.ROUTED, 1)
 
 
 class VirtualHost:
-    """One virtual host. Not thread-safe: everything runs on the broker's Trio thread."""
+    """One virtual host. Not thread-safe: everything runs on the broker's Trio thread.
+
+    It is the `QueueOwner` of its queues (core/queue_services.py), and makes each one with
+    its type's factory and the broker's `QueueServices`.
+    """
 
     def __init__(self, broker: Broker, name: str) -> None:
         self.broker = broker
@@ -57,6 +63,8 @@ class VirtualHost:
         self._e2e = 0  # number of exchange-to-exchange bindings
         self._store = broker.store
         self._interceptors = broker.interceptors
+        self._queue_services = broker.queue_services
+        self._queue_types = broker.queue_types
         self._default = make_exchange(
             DEFAULT_EXCHANGE, "direct", durable=True, auto_delete=False, internal=False
         )
@@ -149,16 +157,26 @@ class VirtualHost:
     # -- queues ----------------------------------------------------------------------------
     def restore_queue(self, record: Mapping[str, Any], arguments: Mapping[str, Any]) -> Queue:
         """Re-create a durable queue from its metadata record; the broker refills it."""
-        queue = Queue(
-            self,
-            record["name"],
-            durable=True,
-            auto_delete=record.get("auto_delete", False),
-            arguments=arguments,
-            store_id=record["store_id"],
+        name = record["name"]
+        queue_type, args = self._queue_type(name, arguments)
+        auto_delete = record.get("auto_delete", False)
+        declaration = QueueDeclaration(
+            name, True, auto_delete, None, arguments, args, record["store_id"]
         )
-        self.queues[queue.name] = queue
+        queue = queue_type.factory(self, self._queue_services, declaration)
+        self.queues[name] = queue
         return queue
+
+    def _queue_type(
+        self, name: str, arguments: Mapping[str, Any]
+    ) -> tuple[QueueType, QueueArguments]:
+        """The parsed arguments of a declaration, and the type that makes its queue.
+
+        :raises PreconditionFailed: 406, for a bad argument, an unknown `x-queue-type`, or an
+            argument the type refuses.
+        """
+        args = QueueArguments.parse(arguments, name, self.name)
+        return self._queue_types.resolve(args, arguments, name, self.name), args
 
     def get_queue(self, name: str, *, owner: Hashable | None = None) -> Queue:
         try:
@@ -216,16 +234,12 @@ class VirtualHost:
             raise AccessRefused(f"queue name '{name}' contains reserved prefix 'amq.*'")
         if exclusive and owner is None:
             raise PreconditionFailed("an exclusive queue needs an owning connection")
+        queue_type, args = self._queue_type(name, arguments)
         store_id = self.metadata.allocate_queue_id() if durable else None
-        queue = Queue(
-            self,
-            name,
-            durable=durable,
-            auto_delete=auto_delete,
-            owner=owner if exclusive else None,
-            arguments=arguments,
-            store_id=store_id,
+        declaration = QueueDeclaration(
+            name, durable, auto_delete, owner if exclusive else None, arguments, args, store_id
         )
+        queue = queue_type.factory(self, self._queue_services, declaration)
         self.queues[name] = queue
         if durable and not exclusive:
             self.metadata.save_queue(queue)
@@ -384,7 +398,7 @@ class VirtualHost:
             raise AccessRefused(f"cannot publish to internal exchange '{exchange.name}'")
         on_publish = self._interceptors.on_publish
         if on_publish is not None:
-            on_publish(vhost=self.name, message=message)
+            on_publish(self.name, message)
         targets = self._route(exchange, message)
         if not targets:
             return _UNROUTABLE

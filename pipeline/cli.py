@@ -1,6 +1,6 @@
 """`herald pipeline ...`: the jobs from the command line, each in a local SparkSession.
 
-core/cli.py loads this module only when a `pipeline` command runs; pyspark is imported only
+plugin.py's hook loads this module only when a `pipeline` command runs; pyspark is imported only
 after the arguments are checked, and its absence is one clear line, not a traceback.
 """
 

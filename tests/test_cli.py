@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -151,6 +151,92 @@ def test_plugins_json(installed: None) -> None:
     }
     assert "frobnicate" in listing["broken"]["broken"]
     assert "\n" not in listing["broken"]["broken"]
+
+
+# -- plugins' commands (hook herald_cli_commands) ------------------------------------------------
+
+COMMAND_PLUGIN = '''
+import click
+
+from herald.core import hookimpl
+from herald.core.plugin_types import CliCommand
+
+loaded = []
+
+
+@click.command()
+@click.argument("name")
+def greet(name):
+    """Say hello (the full help of the command)."""
+    click.echo(f"hello {name}")
+
+
+def load():
+    loaded.append(True)
+    return greet
+
+
+@hookimpl
+def herald_cli_commands():
+    return [CliCommand(NAME, "Say hello.", load)]
+'''
+
+
+@pytest.fixture
+def command_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Install, through an entry point, a plugin adding the `herald <name>` command."""
+
+    def install(name: str) -> None:
+        (tmp_path / "herald_test_greet.py").write_text(f"NAME = {name!r}\n{COMMAND_PLUGIN}")
+        info = tmp_path / "herald_test_greet-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            "Metadata-Version: 2.1\nName: herald-test-greet\nVersion: 0.1\n"
+        )
+        (info / "entry_points.txt").write_text("[herald]\ngreet = herald_test_greet\n")
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.delitem(sys.modules, "herald_test_greet", raising=False)
+
+    return install
+
+
+def test_admin_comes_from_the_management_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = invoke("admin", "--help")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("Usage: herald admin [OPTIONS] COMMAND [ARGS]...")
+    assert "overview" in result.stdout
+
+    listed = invoke("--help")
+    assert re.search(r"^  admin +Manage a running broker", listed.stdout, re.MULTILINE)
+
+    monkeypatch.setenv("HERALD_BLOCKED_PLUGINS", "management")
+    blocked = CliRunner().invoke(main, ["admin", "--help"], prog_name="herald")
+    assert blocked.exit_code == 2
+    assert "No such command 'admin'" in blocked.stderr
+    assert not re.search(r"^  admin ", invoke("--help").stdout, re.MULTILINE)
+
+
+def test_a_plugins_command_is_listed_without_loading_it(
+    command_plugin: Callable[[str], None],
+) -> None:
+    command_plugin("greet")
+    listed = invoke("--help")
+    assert re.search(r"^  greet +Say hello\.$", listed.stdout, re.MULTILINE)
+    assert sys.modules["herald_test_greet"].loaded == []
+
+    result = invoke("greet", "world")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "hello world\n"
+    assert sys.modules["herald_test_greet"].loaded == [True]
+
+
+def test_a_plugins_command_cannot_take_a_builtin_name(
+    command_plugin: Callable[[str], None],
+) -> None:
+    command_plugin("run")
+    line = one_error_line(invoke("nonexistent"))
+    assert line == "herald: error: a plugin's command 'run' is herald's own"
+    assert invoke("run", "--help").exit_code == 0  # herald's own commands still work
 
 
 def test_version() -> None:

@@ -2,7 +2,8 @@
 
 tests/example_plugin and tests/broken_plugin hold real distributions (`*.dist-info` with
 entry_points.txt): putting their directory on sys.path is all importlib.metadata needs.
-Tests that must not depend on herald's own entry points use `load_entrypoints=False`.
+Tests that must not depend on herald's own entry points use `load_entrypoints=False`; the
+kernel's own plugins (`DEFAULT_PLUGINS`, the queue types) are registered either way.
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from herald.core.plugin_types import (
     Service,
     StorageBackend,
 )
-from herald.core.plugins import Plugins, get_plugin_manager
+from herald.core.plugins import DEFAULT_PLUGINS, Plugins, get_plugin_manager
 
 HERE = Path(__file__).parent
 EXAMPLE_DIR = HERE / "example_plugin"
 BROKEN_DIR = HERE / "broken_plugin"
 EXAMPLE_MODULE = "herald_example_echo"
+KERNEL = list(DEFAULT_PLUGINS)  # registered by every manager, before anything else
 
 
 def _load_example() -> ModuleType:
@@ -103,10 +105,10 @@ def test_example_plugin_is_discovered_through_its_entry_point(example_on_path: N
 
 
 def test_autoload_can_be_disabled(example_on_path: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert get_plugin_manager(load_entrypoints=False).names() == []
+    assert get_plugin_manager(load_entrypoints=False).names() == KERNEL
     monkeypatch.setenv("HERALD_DISABLE_PLUGIN_AUTOLOAD", "1")
     plugins = get_plugin_manager()
-    assert plugins.names() == []
+    assert plugins.names() == KERNEL
     assert EXAMPLE_MODULE not in sys.modules
     monkeypatch.setenv("HERALD_DISABLE_PLUGIN_AUTOLOAD", "0")
     assert "echo" in get_plugin_manager().names()
@@ -166,14 +168,16 @@ def test_require_names_the_installed_plugins_and_protocols() -> None:
     plugins.require([])
     with pytest.raises(PluginError) as excinfo:
         plugins.require(["echo", "nope"])
-    assert str(excinfo.value) == "unknown plugin 'nope'; installed: beep, echo, extra"
-    with pytest.raises(PluginError, match=r"installed: none$"):
+    assert str(excinfo.value) == (
+        "unknown plugin 'nope'; installed: beep, echo, extra, queue_types"
+    )
+    with pytest.raises(PluginError, match=r"installed: queue_types$"):
         make().require(["amqp"])
 
 
 def test_builtins_register_under_their_module_name() -> None:
     plugins = get_plugin_manager(load_entrypoints=False, builtins=[echo])
-    assert plugins.names() == ["herald_example_echo_direct"]
+    assert plugins.names() == [*KERNEL, "herald_example_echo_direct"]
     assert [spec.name for spec in plugins.protocols()] == ["echo"]
 
 
@@ -202,7 +206,7 @@ def test_a_misspelt_hook_fails_naming_plugin_and_hook() -> None:
     plugins = make(("echo", echo))
     with pytest.raises(PluginError, match=r"^plugin 'typo' implements unknown hook"):
         plugins.register(Misspelt(), "typo")
-    assert plugins.names() == ["echo"]  # not left half-registered
+    assert plugins.names() == [*KERNEL, "echo"]  # not left half-registered
 
 
 def test_a_hook_without_the_marker_is_refused() -> None:
@@ -302,7 +306,7 @@ def test_listener_transport_is_checked() -> None:
 
 def test_info_falls_back_to_the_registration_name() -> None:
     plugins = make(("echo", echo), ("anon", SectionPlugin("anon")))
-    assert plugins.info() == [
+    assert plugins.info()[len(KERNEL) :] == [
         PluginInfo("echo", "Line echo protocol (example plugin)", "0.1"),
         PluginInfo("anon", ""),
     ]
