@@ -89,7 +89,7 @@ def queue_json(queue: Queue, broker: Broker, rates: Rates | None) -> dict[str, A
     out = {
         "name": queue.name,
         "vhost": queue.vhost.name,
-        "type": "classic",
+        "type": queue.args.queue_type,  # as declared: "quorum" stays "quorum"
         "durable": queue.durable,
         "auto_delete": queue.auto_delete,
         "exclusive": owner is not None,

@@ -2,8 +2,11 @@
 
 Defaults follow RabbitMQ's STOMP and Web-STOMP plugins, so clients written for it connect
 unchanged: port 61613 on every interface, WebSocket on 15674 at `/ws`, virtual host `/`,
-unlimited consumer prefetch, and heart-beats only when the client asks for them. The size
-limits are the STOMP codec's (`StompLimits`, after ActiveMQ Apollo).
+unlimited consumer prefetch, and heart-beats only when the client asks for them. One
+exception: a `host` header naming no virtual host means the default one (ActiveMQ's rule,
+`strict_host`), because STOMP 1.2 requires the header and clients fill it with the server's
+address. The size limits are the STOMP codec's (`StompLimits`, after ActiveMQ Apollo); a
+frame over one is refused with an ERROR naming the key that raises it (`limit_key`).
 
 Heart-beats: RabbitMQ answers a CONNECT's `heart-beat: cx,cy` with `cy,cx`, i.e. it agrees to
 whatever the client wants and asks nothing of its own. herald does the same, with two floors
@@ -62,11 +65,13 @@ class StompConfig:
     ws_path: str = attrs.field(default="/ws", validator=_ws_path)
     """The only HTTP path the WebSocket listener upgrades; others get 404."""
     default_vhost: str = "/"
-    """The virtual host of a CONNECT without a `host` header."""
-    strict_host: bool = True
-    """True (RabbitMQ): a `host` header naming no virtual host is refused with an ERROR.
-    False (ActiveMQ Apollo): such a connection gets `default_vhost`. STOMP 1.2 clients such as
-    stomp.py put the server's host name there unless told a virtual host."""
+    """The virtual host of a CONNECT without a `host` header, or (unless `strict_host`) whose
+    `host` names no virtual host."""
+    strict_host: bool = False
+    """False (ActiveMQ): a `host` header naming no virtual host gets `default_vhost`, since
+    STOMP 1.2 clients such as stomp.py put the server's host name there unless told a virtual
+    host. True (RabbitMQ): such a CONNECT is refused with an ERROR. A `host` naming a virtual
+    host selects it either way."""
     allow_anonymous: bool = False
     """Let a CONNECT without `login` log in as `default_login` / `default_passcode`
     (RabbitMQ's `default_user`); when False such a CONNECT is refused."""
@@ -90,6 +95,11 @@ class StompConfig:
     max_header_line: int = attrs.field(default=10 * 1024, validator=_at_least(64))
     write_buffer: int = attrs.field(default=1024 * 1024, validator=_at_least(4096))
     """Bytes of deliveries waiting for the socket above which subscriptions are paused."""
+
+    def limit_key(self, limit: str) -> str:
+        """The setting that raises the `StompLimits` field `limit`, as limit errors name it
+        (the body may be as large as the frame: `max_body_size` follows `max_frame_size`)."""
+        return "stomp." + ("max_frame_size" if limit == "max_body_size" else limit)
 
     @property
     def limits(self) -> StompLimits:

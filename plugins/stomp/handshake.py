@@ -9,7 +9,8 @@ Pure functions, so the rules are tested without sockets (but `login`, which asks
   names when `tls.cert_login` is on (RabbitMQ's `stomp.ssl_cert_login`: a `login` header
   takes priority, so a certificate client can still log in with a password), else the
   configured default user when anonymous CONNECTs are allowed;
-- virtual host: the `host` header (any version, as RabbitMQ), else the default one.
+- virtual host: the `host` header (any version, as RabbitMQ) when it names one, else the
+  default one; a `host` naming no virtual host is refused only with `strict_host`.
 """
 
 from __future__ import annotations
@@ -119,7 +120,8 @@ async def login(broker: Broker, request: ConnectRequest, peer_host: str | None) 
 
 
 def choose_vhost(request: ConnectRequest, vhosts: Container[str], config: StompConfig) -> str:
-    """The virtual host the connection gets; FrameError for a host naming none (strict)."""
+    """The virtual host the connection gets: the one `host` names, else the default one;
+    FrameError for a `host` naming none when `strict_host` is on."""
     name = request.host or config.default_vhost
     if name in vhosts:
         return name

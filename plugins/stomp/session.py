@@ -13,8 +13,9 @@ reply text as the body.
 Receipts leave in the order their frames arrived. A SEND's receipt waits until the store has
 made the message durable when it is persistent and reached a durable queue; a COMMIT's waits
 for every such message of the transaction. A receipt of a SEND, ACK or NACK inside a
-transaction says the frame joined the transaction. DISCONNECT's receipt comes after all others,
-then the server closes.
+transaction says the frame joined the transaction. A SUBSCRIBE's receipt comes before the
+subscription's first MESSAGE (subscriptions.py holds it until then). DISCONNECT's receipt
+comes after all others, then the server closes.
 
 Flow control: while a resource alarm is on, a SEND waits before it is acted on, and the
 adapter stops reading from a connection that has published, so TCP backpressure reaches the
@@ -31,6 +32,7 @@ import collections
 import contextlib
 import logging
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -48,6 +50,7 @@ from herald.plugins.stomp.codec import (
     VERSIONS,
     Frame,
     Heartbeat,
+    LimitExceeded,
     State,
     StompConnection,
     error_frame,
@@ -107,8 +110,11 @@ class Session:
         self.close_reason = "client closed the connection"
         self._closing = False  # an ERROR was sent or DISCONNECT received: read nothing more
         self._authz: set[tuple[str, str, str]] = set()
-        # (store ticket to wait for, receipt id or None, whether it ends the connection)
-        self._receipts: collections.deque[tuple[int | None, str | None, bool]] = collections.deque()
+        # (store ticket to wait for, receipt id or None, whether it ends the connection,
+        # what to do once it is sent: a held subscription's release)
+        self._receipts: collections.deque[
+            tuple[int | None, str | None, bool, Callable[[], None] | None]
+        ] = collections.deque()
         self._receipt_ticket = 0
         self._receipt_event = trio.Event()
         self._queued = self._in_flight = 0
@@ -117,7 +123,6 @@ class Session:
         subscriptions, transactions = self.subscriptions, self.transactions
         self._handlers: dict[str, Any] = {  # bound methods: one call per frame, no wrapper
             "SEND": self._send,
-            "SUBSCRIBE": subscriptions.subscribe,
             "UNSUBSCRIBE": subscriptions.unsubscribe,
             "ACK": subscriptions.settle,
             "NACK": subscriptions.settle,
@@ -145,7 +150,10 @@ class Session:
             try:
                 event = codec.next_event()
             except RemoteProtocolError as exc:
-                self.fail(exc.text, exc.text)
+                text = exc.text
+                if isinstance(exc.__cause__, LimitExceeded):  # say which setting raises it
+                    text = f"{text} ({self.config.limit_key(exc.__cause__.limit)})"
+                self.fail(text, text)
                 break
             if event is NEED_DATA:
                 break
@@ -309,9 +317,13 @@ class Session:
         self.subscriptions.apply_suspension(full)
 
     def _add_receipt(
-        self, receipt_id: str | None, ticket: int | None = None, final: bool = False
+        self,
+        receipt_id: str | None,
+        ticket: int | None = None,
+        final: bool = False,
+        then: Callable[[], None] | None = None,
     ) -> None:
-        self._receipts.append((ticket, receipt_id, final))
+        self._receipts.append((ticket, receipt_id, final, then))
         if ticket is not None and ticket > self.store.durable_ticket:
             self._receipt_ticket = max(self._receipt_ticket, ticket)
             self._receipt_event.set()
@@ -323,12 +335,14 @@ class Session:
             return
         durable = self.store.durable_ticket
         while receipts and self.can_send:
-            ticket, receipt_id, final = receipts[0]
+            ticket, receipt_id, final, then = receipts[0]
             if ticket is not None and ticket > durable:
                 break
             receipts.popleft()
             if receipt_id is not None:
                 self.codec.send(Frame("RECEIPT", (("receipt-id", receipt_id),)))
+            if then is not None:
+                then()
             if final:
                 self.finish("client disconnected")
 
@@ -341,11 +355,15 @@ class Session:
             # Closes after the receipts asked for before it, with its own or without one.
             self._add_receipt(frame.get("receipt"), final=True)
             return
+        then = None
         try:
             transaction = frame.get("transaction") if command in TRANSACTIONAL else None
             if transaction is not None:
                 self.transactions.add(transaction, frame)
                 ticket = None
+            elif command == "SUBSCRIBE":
+                ticket = None
+                then = self.subscriptions.subscribe(frame)  # held until its receipt is out
             else:
                 ticket = self._handlers[command](frame)
         except FrameError as exc:
@@ -356,7 +374,7 @@ class Session:
             return
         receipt = frame.get("receipt")
         if receipt is not None:
-            self._add_receipt(receipt, ticket)
+            self._add_receipt(receipt, ticket, then=then)
 
     # -- CONNECT -------------------------------------------------------------------------------
     async def _connect(self, frame: Frame) -> None:

@@ -18,12 +18,21 @@ when the connection ends goes back to its queue, marked redelivered.
 Message ids: `message-id` (and in 1.2 the `ack` header, which has the same value) is
 `<session id>@@<delivery number>`, unique per delivery; 1.0 and 1.1 clients acknowledge with
 `message-id`, 1.2 clients with `id`.
+
+A SUBSCRIBE that asks for a receipt gets it before any MESSAGE of the subscription, as a
+client reading frames in order expects (the queue may already hold messages: a durable
+subscription's, a work queue's). Until the session sends that RECEIPT, which may wait behind
+earlier receipts, the subscription is held: its consumer is suspended, and the one delivery
+the queue can make before it sees that (inside `add_consumer`) is encoded and kept, then sent
+right after the RECEIPT (`release_held`).
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -90,6 +99,9 @@ class Subscription:
     """Unsettled deliveries by message id, in delivery order."""
     prefix: bytes | None = None
     """Its MESSAGE frames' command and `subscription` lines (None: no fast path)."""
+    held: list[Callable[[], None]] | None = None
+    """While its SUBSCRIBE's RECEIPT is not out: the sends of MESSAGE frames delivered
+    meanwhile (None: not held)."""
 
 
 class Subscriptions:
@@ -122,7 +134,9 @@ class Subscriptions:
         ]
 
     # -- SUBSCRIBE / UNSUBSCRIBE -------------------------------------------------------------
-    def subscribe(self, frame: Frame) -> None:
+    def subscribe(self, frame: Frame) -> Callable[[], None] | None:
+        """Start the subscription `frame` asks for. With a `receipt` header the subscription
+        is held until that RECEIPT is out: the result is what to call once it is."""
         session = self.session
         destination = parse_destination(frame.get("destination"), "SUBSCRIBE")
         if destination.kind in (Kind.TEMP_QUEUE, Kind.REPLY_QUEUE):
@@ -159,9 +173,11 @@ class Subscriptions:
         arguments = {}
         if frame.get("x-priority") is not None:
             arguments["x-priority"] = self._integer(frame, "x-priority", 0, minimum=None)
-        self._start(
-            Subscription(sub_id, header, destination, ack, queue, durable), prefetch, arguments
-        )
+        sub = Subscription(sub_id, header, destination, ack, queue, durable)
+        if frame.get("receipt") is not None:
+            sub.held = []
+        self._start(sub, prefetch, arguments)
+        return None if sub.held is None else partial(self.release_held, sub)
 
     def subscribe_reply(self, sub_id: str, queue: Queue) -> None:
         """The implicit subscription of a `/temp-queue/` reply queue (auto acknowledgement)."""
@@ -184,8 +200,24 @@ class Subscriptions:
         except BaseException:
             del self.by_id[sub.id]
             raise
-        if session.transport_full:
+        if session.transport_full or sub.held is not None:
             sub.consumer.suspend()
+
+    def release_held(self, sub: Subscription) -> None:
+        """`sub`'s SUBSCRIBE receipt is out: send what was delivered meanwhile, and let the
+        queue push again (unless the socket is full, or the subscription is gone)."""
+        held, sub.held = sub.held, None
+        if held is None:
+            return  # the connection ended first: `release` settled everything
+        for send in held:
+            send()
+        consumer = sub.consumer
+        if (
+            consumer is not None
+            and self.by_id.get(sub.id) is sub
+            and not self.session.transport_full
+        ):
+            consumer.resume()
 
     def unsubscribe(self, frame: Frame) -> None:
         sub_id, _ = self._subscription_id(frame, "UNSUBSCRIBE")
@@ -269,7 +301,11 @@ class Subscriptions:
                     block,
                     body,
                 )
-                session.send_encoded_message(data, len(body) + _MESSAGE_OVERHEAD)
+                size = len(body) + _MESSAGE_OVERHEAD
+                if sub.held is None:
+                    session.send_encoded_message(data, size)
+                else:
+                    _hold(sub, consumer, partial(session.send_encoded_message, data, size))
                 return
         headers = []
         if sub.header is not None:
@@ -282,14 +318,22 @@ class Subscriptions:
             headers.append(("ack", message_id))
         stored, body = delivery_parts(message, session.codecs)
         headers.extend(pair for pair in stored if pair[0] not in SERVER_HEADERS)
+        frame = Frame("MESSAGE", tuple(headers), body)
         size = len(body) + _MESSAGE_OVERHEAD
+        if sub.held is None:
+            self._send_frame(sub, frame, size)
+        else:
+            _hold(sub, consumer, partial(self._send_frame, sub, frame, size))
+
+    def _send_frame(self, sub: Subscription, frame: Frame, size: int) -> None:
+        session = self.session
         try:
-            session.send_message(Frame("MESSAGE", tuple(headers), body), size)
+            session.send_message(frame, size)
         except LocalProtocolError:
             # A header this version cannot carry (a line break in STOMP 1.0): leave it out.
-            kept = tuple((n, v) for n, v in headers if _plain(n, v))
+            kept = tuple((n, v) for n, v in frame.headers if _plain(n, v))
             try:
-                session.send_message(Frame("MESSAGE", kept, body), size)
+                session.send_message(Frame("MESSAGE", kept, frame.body), size)
             except LocalProtocolError as exc:  # an exception here would break the dispatch loop
                 log.warning("cannot send a message to STOMP subscription %r: %s", sub.id, exc)
 
@@ -342,9 +386,10 @@ class Subscriptions:
 
     # -- flow and the end ----------------------------------------------------------------------
     def apply_suspension(self, transport_full: bool) -> None:
-        """Pause every subscription while the socket is full; resume when it drained."""
+        """Pause every subscription while the socket is full; resume when it drained (but
+        those held until their SUBSCRIBE's receipt is out)."""
         for sub in list(self.by_id.values()):
-            if sub.consumer is None:
+            if sub.consumer is None or sub.held is not None:
                 continue
             if transport_full:
                 sub.consumer.suspend()
@@ -355,6 +400,7 @@ class Subscriptions:
         """The connection ends: cancel every subscription, requeue what is unsettled."""
         subs, self.by_id = list(self.by_id.values()), {}
         for sub in subs:
+            sub.held = None  # never sent: the deliveries are settled (auto) or requeued below
             if sub.consumer is not None:
                 sub.queue.remove_consumer(sub.consumer, requeue=True)
         holders = {}
@@ -366,6 +412,13 @@ class Subscriptions:
         self.pending.clear()
         for holder in holders.values():
             holder.queue.release(holder)
+
+
+def _hold(sub: Subscription, consumer: Consumer, send: Callable[[], None]) -> None:
+    """Keep a MESSAGE of a held subscription for `release_held`; the queue stops pushing to
+    it, so at most the one delivery it made inside `add_consumer` is kept."""
+    sub.held.append(send)  # type: ignore[union-attr]
+    consumer.suspend()
 
 
 def _plain(name: str, value: str) -> bool:

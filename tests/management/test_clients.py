@@ -3,6 +3,8 @@ connection, closes it with a reason, and pika is told that reason."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import httpx
 import pika
 import pytest
@@ -55,7 +57,7 @@ async def test_pika_connection_is_listed_and_closed_with_a_reason(
         )
         assert closed.status_code == 204
 
-        def wait_for_close() -> BaseException:
+        def wait_for_close() -> pika.exceptions.ConnectionClosedByBroker:
             with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
                 for _ in range(100):
                     connection.process_data_events(time_limit=0.1)
@@ -111,3 +113,27 @@ async def test_channels_are_what_the_protocol_reports(
         assert (await api.get("/api/overview")).json()["object_totals"]["channels"] == 2
     finally:
         broker.connections.close(connection)
+
+
+async def test_a_queue_reports_the_type_it_was_declared_with(
+    broker: Broker, api: httpx.AsyncClient
+) -> None:
+    declared = {"votes": "quorum", "explicit": "classic", "plain": None}
+    with trio.fail_after(30):
+        connection = await trio.to_thread.run_sync(_connect, broker)
+        try:
+            channel = await trio.to_thread.run_sync(connection.channel)
+            for name, queue_type in declared.items():
+                arguments = {"x-queue-type": queue_type} if queue_type else None
+                declare = partial(channel.queue_declare, name, durable=True, arguments=arguments)
+                await trio.to_thread.run_sync(declare)
+        finally:
+            await trio.to_thread.run_sync(connection.close)
+        for name, queue_type in declared.items():
+            got = (await api.get(f"/api/queues/%2F/{name}")).json()
+            assert got["type"] == (queue_type or "classic"), got
+        listed = {q["name"]: q["type"] for q in (await api.get("/api/queues/%2F")).json()}
+        assert listed == {"votes": "quorum", "explicit": "classic", "plain": "classic"}
+        body = {"durable": True, "arguments": {"x-queue-type": "quorum"}}
+        assert (await api.put("/api/queues/%2F/via-api", json=body)).status_code == 201
+        assert (await api.get("/api/queues/%2F/via-api")).json()["type"] == "quorum"

@@ -12,11 +12,12 @@ from herald.core.errors import LocalProtocolError, RemoteProtocolError
 from herald.plugins.stomp.codec import (
     NEED_DATA,
     Frame,
+    LimitExceeded,
     StompConnection,
     StompLimits,
     encode_frame,
 )
-from tests.stomp.codec_helpers import ALL_COMMANDS, opened
+from tests.stomp.codec_helpers import ALL_COMMANDS, drain, opened
 
 SMALL = StompLimits(max_frame_size=200, max_headers=3, max_header_line=40, max_body_size=50)
 
@@ -60,50 +61,60 @@ MALFORMED = {
 # (limits, bytes, error text fragment, complete): `complete` False means the bytes are only
 # the start of a frame whose last byte crosses the limit: the error must come at that byte.
 LIMITS = {
-    "too many headers": (SMALL, b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00", "too many headers", True),
-    "too many headers, incomplete": (SMALL, b"SEND\na:1\nb:2\nc:3\nd:4\n", "too many", False),
-    "header line too long": (SMALL, b"SEND\na:" + b"x" * 39 + b"\n\n\x00", "line too long", True),
-    "header line too long, incomplete": (SMALL, b"SEND\na:" + b"x" * 39, "line too long", False),
+    "too many headers": (
+        SMALL,
+        b"SEND\na:1\nb:2\nc:3\nd:4\n\n\x00",
+        "frame exceeds the limit of 3 header lines",
+        True,
+    ),
+    "too many headers, incomplete": (SMALL, b"SEND\na:1\nb:2\nc:3\nd:4\n", "3 header lines", False),
+    "header line too long": (
+        SMALL,
+        b"SEND\na:" + b"x" * 39 + b"\n\n\x00",
+        "header line exceeds the limit of 40 bytes",
+        True,
+    ),
+    "header line too long, incomplete": (SMALL, b"SEND\na:" + b"x" * 39, "header line", False),
     "content-length above max body": (
         SMALL,
         b"SEND\ncontent-length:51\n\n",
-        "content-length 51 exceeds the maximum body size of 50 bytes",
+        "frame body of 51 bytes exceeds the limit of 50 bytes",
         False,
     ),
     "content-length with 20 digits": (
         SMALL,
         b"SEND\ncontent-length:" + b"9" * 20 + b"\n\n",
-        "exceeds the maximum body size",
+        f"frame body of {'9' * 20} bytes exceeds the limit of 50 bytes",
         False,
     ),
     "content-length beyond the frame size": (
         StompLimits(max_frame_size=60),
         b"SEND\ndestination:/queue/a\ncontent-length:40\n\n",
-        "frame too large: the maximum frame size is 60 bytes",
+        "frame of 85 bytes exceeds the limit of 60 bytes",
         False,
     ),
     "NUL-terminated body too large": (
         SMALL,
         b"SEND\n\n" + b"x" * 51,
-        "frame body exceeds the maximum body size of 50 bytes",
+        "frame body exceeds the limit of 50 bytes",
         False,
     ),
     "NUL-terminated frame too large": (
         StompLimits(max_frame_size=60, max_body_size=100),
         b"SEND\ndestination:/queue/a\n\n" + b"x" * 34,
-        "frame too large",
+        "frame exceeds the limit of 60 bytes",
         False,
     ),
     "headers beyond the frame size": (
         StompLimits(max_frame_size=60),
         b"SEND\nh:" + b"x" * 54,
-        "frame too large",
+        "frame exceeds the limit of 60 bytes",
         False,
     ),
     "complete headers beyond the frame size": (
         StompLimits(max_frame_size=60),
         b"SEND\n" + b"h:12345678\n" * 6 + b"\n\x00",
-        "frame too large",
+        "frame exceeds the limit of 60 bytes",
         True,
     ),
 }
@@ -148,6 +159,35 @@ def test_limits(
         expect_error(conn, [wire[-1:]], fragment)
 
 
+LIMIT_NAMES = {
+    "too many headers": "max_headers",
+    "too many headers, incomplete": "max_headers",
+    "header line too long": "max_header_line",
+    "header line too long, incomplete": "max_header_line",
+    "content-length above max body": "max_body_size",
+    "content-length with 20 digits": "max_body_size",
+    "content-length beyond the frame size": "max_frame_size",
+    "NUL-terminated body too large": "max_body_size",
+    "NUL-terminated frame too large": "max_frame_size",
+    "headers beyond the frame size": "max_frame_size",
+    "complete headers beyond the frame size": "max_frame_size",
+}
+
+
+@pytest.mark.parametrize("case", LIMITS)
+def test_a_limit_error_is_caused_by_limit_exceeded_naming_the_limit(case: str) -> None:
+    """The session names the setting behind a limit from the error's cause."""
+    limits, wire, _, _ = LIMITS[case]
+    conn = opened("1.2", limits)
+    conn.receive_data(wire)
+    with pytest.raises(RemoteProtocolError) as caught:
+        drain(conn)
+    cause = caught.value.__cause__
+    assert isinstance(cause, LimitExceeded)
+    assert cause.limit == LIMIT_NAMES[case]
+    assert cause.text == caught.value.text
+
+
 @pytest.mark.parametrize(
     ("chunks", "at"),
     [
@@ -178,7 +218,7 @@ def test_limit_error_comes_before_the_body() -> None:
     """content-length above the maximum: refused on the headers alone."""
     conn = opened(limits=SMALL)
     conn.receive_data(b"SEND\ncontent-length:1000000\n\n")
-    with pytest.raises(RemoteProtocolError, match="exceeds the maximum body size"):
+    with pytest.raises(RemoteProtocolError, match="frame body of 1000000 bytes exceeds"):
         conn.next_event()
 
 

@@ -86,20 +86,23 @@ BEFORE_CONNECT = [
     codec_case(
         "CONNECT with an oversized header line",
         connect("1.2", "x-pad:" + "x" * LIMITS.max_header_line),
-        "header line too long",
+        f"header line exceeds the limit of {LIMITS.max_header_line} bytes (stomp.max_header_line)",
     ),
     codec_case(
         "CONNECT with too many headers",
         connect("1.2", *[f"h{i}:v" for i in range(LIMITS.max_headers)]),
-        "too many headers",
+        f"frame exceeds the limit of {LIMITS.max_headers} header lines (stomp.max_headers)",
     ),
     codec_case(
         "CONNECT with a content-length over the maximum",
         [connect("1.2", f"content-length:{BIG}")[:-1], b"x" * BIG],
-        "exceeds the maximum body size",
+        f"frame body of {BIG} bytes exceeds the limit of {LIMITS.max_frame_size} bytes"
+        " (stomp.max_frame_size)",
     ),
     codec_case(
-        "CONNECT with an endless body", [connect("1.2")[:-1], b"x" * BIG], "maximum body size"
+        "CONNECT with an endless body",
+        [connect("1.2")[:-1], b"x" * BIG],
+        f"frame exceeds the limit of {LIMITS.max_frame_size} bytes (stomp.max_frame_size)",
     ),
     codec_case("CONNECT headers not UTF-8", connect("1.2", "x:\udcff\udcfe"), "not valid UTF-8"),
     frame_case("no common version", connect("2.0"), "Version mismatch"),
@@ -138,22 +141,23 @@ CODEC_AFTER_CONNECT = [
     codec_case(
         "content-length over the maximum",
         [CONNECT + wire(SEND, DEST, f"content-length:{BIG}")[:-1], b"y" * BIG],
-        "exceeds the maximum body size",
+        f"frame body of {BIG} bytes exceeds the limit of {LIMITS.max_frame_size} bytes"
+        " (stomp.max_frame_size)",
     ),
     codec_case(
         "oversized body without content-length",
         [CONNECT + wire(SEND, DEST)[:-1], b"y" * BIG],
-        "maximum",
+        f"frame exceeds the limit of {LIMITS.max_frame_size} bytes (stomp.max_frame_size)",
     ),
     codec_case(
         "too many headers",
         CONNECT + wire(SEND, DEST, *[f"h{i}:v" for i in range(LIMITS.max_headers)]),
-        "too many headers",
+        f"frame exceeds the limit of {LIMITS.max_headers} header lines (stomp.max_headers)",
     ),
     codec_case(
         "header line too long",
         CONNECT + wire(SEND, DEST, "x-pad:" + "x" * LIMITS.max_header_line),
-        "header line too long",
+        f"header line exceeds the limit of {LIMITS.max_header_line} bytes (stomp.max_header_line)",
     ),
     codec_case("header names not UTF-8", CONNECT + wire(SEND, DEST, "\udcff:x"), "not valid UTF"),
     codec_case(
@@ -306,7 +310,7 @@ WEBSOCKET = [
     ws_case(
         "WebSocket: a frame over the maximum size",
         [UPGRADE, WS(CONNECT), WS(wire(SEND, DEST, body=b"x" * BIG))],
-        "maximum",
+        f"exceeds the limit of {LIMITS.max_frame_size} bytes (stomp.max_frame_size)",
     ),
     ws_case(
         "WebSocket: a message over the WebSocket limit",

@@ -82,6 +82,8 @@ class Collector(stomp.ConnectionListener):
         self.messages: list[stomp.utils.Frame] = []
         self.errors: list[stomp.utils.Frame] = []
         self.receipts: list[str] = []
+        self.sent: list[stomp.utils.Frame] = []
+        """Frames stomp.py sent (its CONNECT first)."""
         self.heartbeats = 0
         self.disconnected = False
 
@@ -89,6 +91,9 @@ class Collector(stomp.ConnectionListener):
         with self.cond:
             items.append(item)
             self.cond.notify_all()
+
+    def on_send(self, frame: stomp.utils.Frame) -> None:
+        self._add(self.sent, frame)
 
     def on_connected(self, frame: stomp.utils.Frame) -> None:
         self._add(self.connected, frame)
@@ -150,6 +155,19 @@ class Client:
             conn = stomp.Connection11(address, heartbeats=heartbeats, vhost=vhost)
         else:
             conn = stomp.Connection12(address, heartbeats=heartbeats, vhost=vhost)
+        return await cls.attach(conn, login=login, passcode=passcode, wait=wait, **headers)
+
+    @classmethod
+    async def attach(
+        cls,
+        conn: stomp.connect.BaseConnection,
+        *,
+        login: str | None = "guest",
+        passcode: str | None = "guest",
+        wait: bool = True,
+        **headers: str,
+    ) -> Client:
+        """Connect `conn`, a stomp.py connection the test built itself, as `login`."""
         collector = Collector()
         conn.set_listener("collector", collector)
         client = cls(conn, collector)

@@ -60,6 +60,38 @@ async def test_receipts_of_persistent_messages_wait_for_the_store_and_keep_their
             assert [first.get("receipt-id"), second.get("receipt-id")] == ["p", "t"]
 
 
+async def test_a_subscribe_receipt_waiting_behind_the_store_still_precedes_the_messages(
+    tmp_path: Path,
+) -> None:
+    store = HeldStore(MemoryStoreData())
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path, store=store) as broker:
+            store.flush()  # the definitions written at start
+            publisher = await RawClient.open(broker)
+            await publisher.connect()
+            await publisher.send(b"SEND\ndestination:/queue/w\nreceipt:w\n\nwaiting\x00")
+            assert (await publisher.frame()).get("receipt-id") == "w"  # transient: at once
+            raw = await RawClient.open(broker)
+            await raw.connect()
+            await raw.send(
+                b"SEND\ndestination:/queue/d\npersistent:true\nreceipt:p\n\nstored\x00"
+                b"SUBSCRIBE\nid:s\ndestination:/queue/w\nack:client\nreceipt:s\n\n\x00"
+            )
+            queue = broker.default_vhost.queues["w"]
+            while not queue.statistics().consumers:
+                await trio.sleep(0.01)
+            await trio.testing.wait_all_tasks_blocked()
+            store.flush()  # the SEND's receipt can go: the SUBSCRIBE's and its message follow
+            frames = [await raw.frame() for _ in range(3)]
+            assert [(f.command, f.get("receipt-id"), f.body) for f in frames] == [
+                ("RECEIPT", "p", b""),
+                ("RECEIPT", "s", b""),
+                ("MESSAGE", None, b"waiting"),
+            ]
+            await publisher.send(b"SEND\ndestination:/queue/w\n\nlater\x00")
+            assert (await raw.frame()).body == b"later"
+
+
 async def test_a_publisher_stops_being_read_while_a_resource_alarm_is_on(tmp_path: Path) -> None:
     with trio.fail_after(WAIT):
         async with stomp_broker(tmp_path) as broker:

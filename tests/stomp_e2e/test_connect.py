@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import stomp
 import trio
 import trio_websocket
+from stomp.adapter.ws import WSStompConnection
 
 from tests.stomp_e2e.helpers import (
     WAIT,
@@ -80,32 +82,74 @@ async def test_a_connect_without_login_needs_allow_anonymous(tmp_path: Path) -> 
 
 
 async def test_the_host_header_names_the_virtual_host(tmp_path: Path) -> None:
+    for strict in ("false", "true"):
+        settings = [f"stomp.strict_host={strict}"]
+        async with stomp_broker(tmp_path / strict, settings=settings) as broker:
+            with trio.fail_after(WAIT):
+                broker.add_vhost("other")
+                broker.users.set_permissions("guest", "other", ".*", ".*", ".*")
+                client = await Client.connect(broker, vhost="other")
+                await client.send("/queue/in-other", "x", receipt="r")
+                await client.receipt("r")
+                assert "in-other" in broker.vhost("other").queues
+                assert "in-other" not in broker.default_vhost.queues
+                await client.disconnect("bye")
+
+
+# (how the test builds a stomp.py connection to the STOMP port, the `host` it sends)
+DEFAULT_CLIENTS = {
+    "Connection (1.1)": (lambda p: stomp.Connection([("127.0.0.1", p)]), None),
+    "Connection12": (lambda p: stomp.Connection12([("127.0.0.1", p)]), "127.0.0.1"),
+    "Connection12 to localhost": (
+        lambda p: stomp.Connection12([("localhost", p)], try_loopback_connect=False),
+        "localhost",
+    ),
+}
+
+
+@pytest.mark.parametrize(("make", "host"), DEFAULT_CLIENTS.values(), ids=DEFAULT_CLIENTS.keys())
+async def test_stomppy_with_its_defaults_connects_to_the_default_vhost(
+    tmp_path: Path, make: Callable[[int], stomp.connect.BaseConnection], host: str | None
+) -> None:
     with trio.fail_after(WAIT):
         async with stomp_broker(tmp_path) as broker:
-            broker.add_vhost("other")
-            broker.users.set_permissions("guest", "other", ".*", ".*", ".*")
-            client = await Client.connect(broker, vhost="other")
-            await client.send("/queue/in-other", "x", receipt="r")
+            client = await Client.attach(make(port(broker)))
+            assert client.frames.sent[0].headers.get("host") == host
+            assert next(iter(broker.connections)).vhost == "/"
+            await client.subscribe("/queue/defaults", "s")
+            await client.send("/queue/defaults", "hello", receipt="r")
             await client.receipt("r")
-            assert "in-other" in broker.vhost("other").queues
-            assert "in-other" not in broker.default_vhost.queues
+            (message,) = await client.messages(1)
+            assert message.body == "hello"
+            await client.disconnect("bye")
+
+
+async def test_stomppy_over_websocket_with_its_defaults_connects(tmp_path: Path) -> None:
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path) as broker:
+            conn = WSStompConnection([("127.0.0.1", port(broker, "ws"))], ws_path="/ws")
+            client = await Client.attach(conn)
+            assert client.frames.sent[0].headers.get("host") == "127.0.0.1"
+            await client.send("/queue/ws-defaults", "x", receipt="r")
+            await client.receipt("r")
+            assert broker.default_vhost.queues["ws-defaults"].message_count == 1
+            await client.disconnect("bye")
+
+
+async def test_with_strict_host_an_unknown_host_is_refused(tmp_path: Path) -> None:
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path, settings=["stomp.strict_host=true"]) as broker:
             with pytest.raises(stomp.exception.ConnectFailedException):
-                await Client.connect(broker, vhost="127.0.0.1")  # strict: no such vhost
+                await Client.connect(broker, vhost=None)  # stomp.py 1.2 sends host:127.0.0.1
             raw = await RawClient.open(broker)
             await raw.send(
                 b"CONNECT\naccept-version:1.1\nhost:nope\nlogin:guest\npasscode:guest\n\n\x00"
             )
             (error,) = await raw.until_closed()
+            assert error.command == "ERROR"
             assert error.get("message") == "Bad CONNECT"
-            assert b"'nope'" in error.body
-
-
-async def test_without_strict_host_an_unknown_host_means_the_default_vhost(tmp_path: Path) -> None:
-    with trio.fail_after(WAIT):
-        async with stomp_broker(tmp_path, settings=["stomp.strict_host=false"]) as broker:
-            client = await Client.connect(broker, vhost=None)  # stomp.py sends host:127.0.0.1
-            assert next(iter(broker.connections)).vhost == "/"
-            await client.disconnect("bye")
+            assert error.body == b"virtual host 'nope' does not exist"
+            await no_connections(broker)
 
 
 async def test_no_common_version_is_an_error_naming_the_supported_ones(tmp_path: Path) -> None:

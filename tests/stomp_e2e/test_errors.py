@@ -116,10 +116,61 @@ async def test_an_oversized_frame_is_refused_before_it_is_buffered(tmp_path: Pat
                 frames = await raw.until_closed()
             (error,) = frames
             assert error.command == "ERROR"
-            assert "maximum" in error.get("message", "")
+            expected = (
+                "frame body of 1048576 bytes exceeds the limit of 65536 bytes"
+                " (stomp.max_frame_size)"
+            )
+            assert error.get("message") == expected
+            assert error.body == expected.encode()
             assert "big" not in broker.default_vhost.queues
             await assert_still_served(broker, bystander, "after-oversized")
             await bystander.disconnect("bye")
+
+
+BIG = b"SEND\ndestination:/queue/big\ncontent-length:65500\n\n"
+# (what the client sends after CONNECT, the ERROR's message header)
+LIMIT_CASES = {
+    "content-length beyond the frame limit": (
+        BIG,
+        f"frame of {len(BIG) + 65500} bytes exceeds the limit of 65536 bytes"
+        " (stomp.max_frame_size)",
+    ),
+    "a body without content-length beyond the frame limit": (
+        b"SEND\ndestination:/queue/big\n\n" + b"x" * 65536,
+        "frame exceeds the limit of 65536 bytes (stomp.max_frame_size)",
+    ),
+    "too many headers": (
+        b"SEND\ndestination:/queue/big\n" + b"".join(b"h%d:v\n" % i for i in range(8)) + b"\n\x00",
+        "frame exceeds the limit of 8 header lines (stomp.max_headers)",
+    ),
+    "a header line too long": (
+        b"SEND\ndestination:/queue/big\nx:" + b"y" * 255 + b"\n\n\x00",
+        "header line exceeds the limit of 256 bytes (stomp.max_header_line)",
+    ),
+}
+
+
+@pytest.mark.parametrize(("data", "expected"), LIMIT_CASES.values(), ids=LIMIT_CASES.keys())
+async def test_a_limit_error_names_the_limit_and_the_setting_that_raises_it(
+    tmp_path: Path, data: bytes, expected: str
+) -> None:
+    settings = ["stomp.max_frame_size=65536", "stomp.max_headers=8", "stomp.max_header_line=256"]
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path, settings=settings) as broker:
+            raw = await RawClient.open(broker)
+            await raw.connect()
+
+            async def push() -> None:
+                with contextlib.suppress(trio.BrokenResourceError):  # it may hang up first
+                    await raw.send(data)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(push)
+                (error,) = await raw.until_closed()
+            assert error.command == "ERROR"
+            assert error.get("message") == expected
+            assert error.body == expected.encode()
+            assert "big" not in broker.default_vhost.queues
 
 
 async def test_a_full_queue_with_reject_publish_answers_a_receipted_send_with_error(

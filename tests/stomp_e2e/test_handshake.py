@@ -73,15 +73,17 @@ def test_a_connect_without_login_uses_the_default_user_only_if_allowed() -> None
 
 def test_the_host_header_chooses_the_virtual_host() -> None:
     vhosts = {"/", "prod"}
-    request = parse_connect(connect(login="u", host="prod"), CONFIG)
-    assert choose_vhost(request, vhosts, CONFIG) == "prod"
-    assert choose_vhost(parse_connect(connect(login="u"), CONFIG), vhosts, CONFIG) == "/"
+    strict = attrs.evolve(CONFIG, strict_host=True)
+    for config in (CONFIG, strict):
+        request = parse_connect(connect(login="u", host="prod"), config)
+        assert choose_vhost(request, vhosts, config) == "prod"
+        assert choose_vhost(parse_connect(connect(login="u"), config), vhosts, config) == "/"
     unknown = parse_connect(connect(login="u", host="broker.example.com"), CONFIG)
+    assert choose_vhost(unknown, vhosts, CONFIG) == "/"  # the default: ActiveMQ's rule
     with pytest.raises(FrameError) as caught:
-        choose_vhost(unknown, vhosts, CONFIG)
+        choose_vhost(unknown, vhosts, strict)
     assert caught.value.message == "Bad CONNECT"
-    lenient = attrs.evolve(CONFIG, strict_host=False)
-    assert choose_vhost(unknown, vhosts, lenient) == "/"
+    assert caught.value.detail == "virtual host 'broker.example.com' does not exist"
 
 
 def test_connected_names_version_session_and_server() -> None:

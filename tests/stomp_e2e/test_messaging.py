@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
-from tests.stomp_e2e.helpers import WAIT, Client, stomp_broker
+from herald.plugins.stomp.codec import Frame
+from tests.stomp_e2e.helpers import WAIT, Client, RawClient, stomp_broker
 
 
 async def test_queue_round_trip_keeps_every_header(tmp_path: Path) -> None:
@@ -221,6 +223,72 @@ async def test_durable_topic_subscription_outlives_its_connection(tmp_path: Path
             ]
             await back.disconnect("bye")
             await publisher.disconnect("bye")
+
+
+async def test_a_durable_resubscription_gets_its_receipt_before_the_waiting_messages(
+    tmp_path: Path,
+) -> None:
+    subscribe = b"SUBSCRIBE\nid:d1\ndestination:/topic/news\ndurable:true\nreceipt:s\n\n\x00"
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path) as broker:
+            first = await RawClient.open(broker)
+            await first.connect()
+            await first.send(subscribe + b"DISCONNECT\nreceipt:bye\n\n\x00")
+            assert [f.get("receipt-id") for f in await first.until_closed()] == ["s", "bye"]
+            publisher = await RawClient.open(broker)
+            await publisher.connect()
+            await publisher.send(
+                b"SEND\ndestination:/topic/news\n\none\x00"
+                b"SEND\ndestination:/topic/news\nreceipt:p\n\ntwo\x00"
+            )
+            assert await publisher.frame() == Frame("RECEIPT", (("receipt-id", "p"),))
+            back = await RawClient.open(broker)
+            await back.connect()
+            await back.send(subscribe)
+            assert await back.frame() == Frame("RECEIPT", (("receipt-id", "s"),))
+            await publisher.send(b"SEND\ndestination:/topic/news\n\nthree\x00")
+            messages = [await back.frame() for _ in range(3)]
+            assert [(m.command, m.get("subscription"), m.body) for m in messages] == [
+                ("MESSAGE", "d1", b"one"),
+                ("MESSAGE", "d1", b"two"),
+                ("MESSAGE", "d1", b"three"),
+            ]
+
+
+@pytest.mark.parametrize("ack", ["auto", "client", "client-individual"])
+async def test_a_receipted_subscribe_to_a_queue_gets_its_receipt_before_the_waiting_messages(
+    tmp_path: Path, ack: str
+) -> None:
+    with trio.fail_after(WAIT):
+        async with stomp_broker(tmp_path) as broker:
+            publisher = await RawClient.open(broker)
+            await publisher.connect()
+            await publisher.send(
+                b"SEND\ndestination:/queue/waiting\n\none\x00"
+                b"SEND\ndestination:/queue/waiting\nreceipt:p\n\ntwo\x00"
+            )
+            assert await publisher.frame() == Frame("RECEIPT", (("receipt-id", "p"),))
+            consumer = await RawClient.open(broker)
+            await consumer.connect()
+            await consumer.send(
+                b"SUBSCRIBE\nid:s\ndestination:/queue/waiting\nack:%s\nreceipt:r\n\n\x00"
+                % ack.encode()
+            )
+            assert await consumer.frame() == Frame("RECEIPT", (("receipt-id", "r"),))
+            await publisher.send(b"SEND\ndestination:/queue/waiting\n\nthree\x00")
+            messages = [await consumer.frame() for _ in range(3)]
+            assert [(m.command, m.get("subscription"), m.body) for m in messages] == [
+                ("MESSAGE", "s", b"one"),
+                ("MESSAGE", "s", b"two"),
+                ("MESSAGE", "s", b"three"),
+            ]
+            if ack != "auto":
+                assert all(m.get("ack") == m.get("message-id") for m in messages)
+                for message in messages:
+                    await consumer.send(f"ACK\nid:{message.get('ack')}\n\n\x00".encode())
+                await consumer.send(b"DISCONNECT\nreceipt:bye\n\n\x00")
+                assert [f.get("receipt-id") for f in await consumer.until_closed()] == ["bye"]
+                assert broker.default_vhost.queues["waiting"].message_count == 0
 
 
 async def test_exchange_destinations(tmp_path: Path) -> None:

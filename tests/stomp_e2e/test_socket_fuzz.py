@@ -69,6 +69,7 @@ SETTINGS = [
     f"stomp.max_frame_size={LIMITS.max_frame_size}",
     f"stomp.max_headers={LIMITS.max_headers}",
     f"stomp.max_header_line={LIMITS.max_header_line}",
+    "stomp.strict_host=true",  # an unknown virtual host is one more refusal to attack
     "store.backend=commitlog",  # the store whose record format bounds what a message may hold
     "commitlog.segment_size=1048576",
 ]

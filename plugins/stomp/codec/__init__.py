@@ -21,7 +21,7 @@ from herald.plugins.stomp.codec.events import (
     Heartbeat,
     error_frame,
 )
-from herald.plugins.stomp.codec.limits import StompLimits
+from herald.plugins.stomp.codec.limits import LimitExceeded, StompLimits
 from herald.plugins.stomp.codec.reader import FrameReader
 from herald.plugins.stomp.codec.state import Role, State
 from herald.plugins.stomp.codec.writer import encode_frame, header_line
@@ -36,6 +36,7 @@ __all__ = [
     "Frame",
     "FrameReader",
     "Heartbeat",
+    "LimitExceeded",
     "Role",
     "State",
     "StompConnection",

@@ -7,9 +7,10 @@ never picks the protocol version: the session negotiates it from CONNECT's accep
 sets `version` before it sends CONNECTED; until then frames are read and written as 1.0.
 
 A peer's protocol error is raised from `next_event` as RemoteProtocolError (STOMP has no error
-code: `code` is None and `text` belongs in the ERROR frame's message header). The error is
-sticky: the connection is then only good for sending that ERROR. After an ERROR frame is sent,
-inbound bytes are ignored and nothing more may be sent.
+code: `code` is None and `text` belongs in the ERROR frame's message header); its `__cause__`
+is the reader's LocalProtocolError, a `LimitExceeded` naming the limit for a frame over one.
+The error is sticky: the connection is then only good for sending that ERROR. After an ERROR
+frame is sent, inbound bytes are ignored and nothing more may be sent.
 """
 
 from __future__ import annotations

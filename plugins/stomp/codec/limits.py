@@ -11,6 +11,8 @@ from __future__ import annotations
 import attrs
 from attrs import validators
 
+from herald.core.errors import LocalProtocolError
+
 _positive = [validators.instance_of(int), validators.ge(1)]
 
 
@@ -32,3 +34,13 @@ class StompLimits:
         validator=_positive,
     )
     """The body: the largest content-length accepted, and the longest NUL-terminated body."""
+
+
+class LimitExceeded(LocalProtocolError):
+    """A peer's frame broke one of the `StompLimits`; `limit` names the field it broke, so
+    that the caller can say which setting raises it. `StompConnection.next_event` raises it
+    as the cause of its RemoteProtocolError."""
+
+    def __init__(self, text: str, limit: str) -> None:
+        super().__init__(text)
+        self.limit = limit

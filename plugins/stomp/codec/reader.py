@@ -12,8 +12,10 @@ because the CONNECT frame of a 1.2 client is read before the version is agreed; 
 blanks around header names and values, as RabbitMQ and ActiveMQ do for the padding old clients
 send. STOMP 1.1 is LF-only: a CR there is header data, and values are never trimmed in 1.1/1.2.
 A colon inside a header value is accepted (split at the first colon), since CONNECT values are
-never escaped and 1.0 values never are. Errors are raised as LocalProtocolError; the
-connection turns them into RemoteProtocolError.
+never escaped and 1.0 values never are. Errors are raised as LocalProtocolError (a broken
+limit as `LimitExceeded`, naming it); the connection turns them into RemoteProtocolError.
+A limit error says the size when the frame declared it (content-length), else only the limit:
+the verdict, text included, never depends on how the bytes were split.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from herald.plugins.stomp.codec.events import (
     Heartbeat,
     make_frame,
 )
-from herald.plugins.stomp.codec.limits import StompLimits
+from herald.plugins.stomp.codec.limits import LimitExceeded, StompLimits
 
 _LF: Final = 10
 _CR: Final = 13
@@ -322,12 +324,13 @@ class FrameReader:
             )
         limit = self._limits.max_body_size
         if len(value) > 18 or int(value) > limit:
-            raise LocalProtocolError(
-                f"content-length {value} exceeds the maximum body size of {limit} bytes"
+            raise LimitExceeded(
+                f"frame body of {value} bytes exceeds the limit of {limit} bytes",
+                "max_body_size",
             )
         length = int(value)
         if body_start + length > self._limits.max_frame_size:
-            raise self._frame_too_large()
+            raise self._frame_too_large(body_start + length)
         return length
 
     # -- the body ---------------------------------------------------------------------------
@@ -360,30 +363,36 @@ class FrameReader:
         return make_frame(command, headers, body)
 
     def _check_body_size(self, start: int, end: int) -> None:
+        """Refuse a body without content-length that reached `end` past a limit: the one its
+        bytes crossed first, so the verdict is the same however they were split."""
         limit = self._limits.max_body_size
-        if end - start > limit:
-            raise LocalProtocolError(
-                f"frame body exceeds the maximum body size of {limit} bytes "
-                "(send a content-length header, or a smaller body)"
-            )
-        if end > self._limits.max_frame_size:
-            raise self._frame_too_large()
+        body_end, frame_end = start + limit, self._limits.max_frame_size
+        if end <= min(body_end, frame_end):
+            return
+        if body_end < frame_end:
+            raise LimitExceeded(f"frame body exceeds the limit of {limit} bytes", "max_body_size")
+        raise self._frame_too_large()
 
     # -- limit errors -----------------------------------------------------------------------
 
-    def _frame_too_large(self) -> LocalProtocolError:
-        return LocalProtocolError(
-            f"frame too large: the maximum frame size is {self._limits.max_frame_size} bytes"
+    def _frame_too_large(self, size: int | None = None) -> LimitExceeded:
+        """`size`: the frame's, when its content-length tells it."""
+        of = "" if size is None else f" of {size} bytes"
+        return LimitExceeded(
+            f"frame{of} exceeds the limit of {self._limits.max_frame_size} bytes",
+            "max_frame_size",
         )
 
-    def _line_too_long(self) -> LocalProtocolError:
-        return LocalProtocolError(
-            f"header line too long: the maximum is {self._limits.max_header_line} bytes"
+    def _line_too_long(self) -> LimitExceeded:
+        return LimitExceeded(
+            f"header line exceeds the limit of {self._limits.max_header_line} bytes",
+            "max_header_line",
         )
 
-    def _too_many_headers(self) -> LocalProtocolError:
-        return LocalProtocolError(
-            f"too many headers: the maximum is {self._limits.max_headers} per frame"
+    def _too_many_headers(self) -> LimitExceeded:
+        return LimitExceeded(
+            f"frame exceeds the limit of {self._limits.max_headers} header lines",
+            "max_headers",
         )
 
 
