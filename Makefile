@@ -24,7 +24,7 @@ install: $(VENV)/.installed
 run: install
 	$(VENV)/bin/herald run --data-dir $(DATA_DIR)
 
-## Debian packages the tests run as real programs (chromium, mosquitto-clients).
+## Debian packages the tests run as real programs (chromium, mosquitto-clients, etcd-server).
 system-deps:
 	sh tools/system-deps
 
