@@ -1,0 +1,1 @@
+"""Tests of herald.cluster: the etcd client and the name server (against a real etcd)."""
