@@ -55,7 +55,7 @@ class FrozenArguments(dict[str, Any]):
         self._key = frozenset((k, identity(v)) for k, v in dict.items(self))
         self._hash = hash(self._key)
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # type: ignore[override]  # dict's __hash__ is None; this one hashes
         return self._hash
 
     def __eq__(self, other: object) -> bool:

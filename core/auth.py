@@ -34,7 +34,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 import attrs
 import trio
@@ -55,7 +55,6 @@ USER_KIND = "user"
 PERMISSION_KIND = "permission"
 DEFAULT_EXCHANGE_ALIAS = "amq.default"
 
-ResourceKind = Literal["queue", "exchange"]
 ChangeHook = Callable[[str, str, MetadataValue | None], object]
 
 
@@ -67,13 +66,18 @@ class PermissionKind(enum.StrEnum):
     READ = "read"
 
 
+def _frozen_tags(tags: Iterable[str]) -> frozenset[str]:
+    """`frozenset` as a converter mypy's attrs plugin can type (it is generic)."""
+    return frozenset(tags)
+
+
 @attrs.frozen
 class User:
     """A user of the internal database. `password_hash` None: no password login possible."""
 
     name: str
     password_hash: str | None = attrs.field(default=None, repr=False)
-    tags: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    tags: frozenset[str] = attrs.field(default=frozenset(), converter=_frozen_tags)
 
 
 _INDEX = {kind: i for i, kind in enumerate(PermissionKind)}  # plain "read" etc. find theirs too
@@ -357,7 +361,7 @@ class AccessControl:
         user: User | str,
         vhost: str,
         permission: PermissionKind,
-        resource_kind: ResourceKind,
+        resource_kind: str,  # "queue" or "exchange"
         resource_name: str,
     ) -> None:
         """AccessRefused (403) unless `user` has `permission` on the resource. Cached."""
@@ -377,7 +381,7 @@ class AccessControl:
         user: User | str,
         vhost: str,
         permission: PermissionKind,
-        resource_kind: ResourceKind,
+        resource_kind: str,  # "queue" or "exchange"
         resource_name: str,
     ) -> bool:
         """`authorize` as a bool, for callers that filter (e.g. the management API's lists)."""

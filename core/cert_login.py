@@ -84,7 +84,7 @@ class TLSPeer:
             return None
         if not certificate:  # None: no certificate; {}: not verified (never under CERT_OPTIONAL)
             return None
-        return certificate.get("subject") or None  # type: ignore[return-value]
+        return certificate.get("subject") or None
 
 
 def common_name(subject: Subject) -> str | None:

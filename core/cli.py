@@ -249,7 +249,7 @@ async def _run_broker(
     broker: Broker,
     done: trio.CancelScope,
     *,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await broker.run(task_status=task_status)
     done.cancel()  # the broker has stopped: stop watching signals too

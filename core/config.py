@@ -51,6 +51,11 @@ def _not_empty(_inst: object, attribute: attrs.Attribute, value: str | tuple[str
         )
 
 
+def _lower(value: str) -> str:
+    """`str.lower` as a converter mypy's attrs plugin can type (a method descriptor)."""
+    return str.lower(value)
+
+
 def _log_level(_inst: object, attribute: attrs.Attribute, value: str) -> None:
     if value not in LOG_LEVELS:
         raise InvalidValue(
@@ -84,7 +89,7 @@ class BrokerSection:
     """Protocol plugins to enable; None enables every installed one."""
     default_vhost: str = attrs.field(default="/", validator=_not_empty)
     graceful_timeout: float = attrs.field(default=5.0, validator=_positive)
-    log_level: str = attrs.field(default="info", converter=str.lower, validator=_log_level)
+    log_level: str = attrs.field(default="info", converter=_lower, validator=_log_level)
     node_name: str = attrs.field(default="herald@localhost", validator=_not_empty)
     max_connections: int = attrs.field(default=0, validator=_not_negative)
     """Open client connections at most, all protocols together (0: no limit); one more is

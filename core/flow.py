@@ -90,7 +90,7 @@ class MemoryMonitor:
         interval: float = 1.0,
         sampler: Callable[[], int] = process_rss,
         paging_ratio: float = 0.5,
-        on_paging: Callable[[], None] | None = None,
+        on_paging: Callable[[], object] | None = None,
     ) -> None:
         self.alarms = alarms
         self.high_watermark = high_watermark

@@ -144,7 +144,7 @@ async def _accept(
             try:
                 stream = await listener.accept()
             except OSError as exc:
-                if exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
+                if exc.errno is None or exc.errno not in _ACCEPT_CAPACITY_ERRNOS:
                     raise
                 log.error(
                     "%s: accept failed (%s); retrying in %s s",

@@ -29,7 +29,7 @@ class LineFormatter(logging.Formatter):
     forge log lines; a traceback, written by herald itself, follows on its own lines.
     """
 
-    converter = time.gmtime
+    converter = staticmethod(time.gmtime)
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", self.converter(record.created))

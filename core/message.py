@@ -116,8 +116,8 @@ class Message:
         messages have no raw bytes to keep, so their neutral content drops the expiration.
         """
         content, raw = self.content, self.raw
-        native = self.protocol == NATIVE_PROTOCOL and content is not None
-        if native and content.properties.expiration is not None:
+        native = self.protocol == NATIVE_PROTOCOL
+        if native and content is not None and content.properties.expiration is not None:
             properties = attrs.evolve(content.properties, expiration=None)
             content, raw = Content(properties, content.body), None
         return attrs.evolve(

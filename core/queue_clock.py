@@ -78,7 +78,7 @@ class QueueClock:
             if item.__class__ is SwappedRange:
                 queue.load_swapped(item)  # its entries are tracked (and due) once loaded
             else:
-                queue.expire_entry(item)
+                queue.expire_entry(item)  # type: ignore[arg-type]  # `__class__ is` narrows its true branch only
         if heap and not queue.deleted:
             self._timer = self._timers.call_at(heap[0][0], self.expire_due)
 

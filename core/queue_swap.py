@@ -101,10 +101,10 @@ class QueueSwap:
         tail: SwappedRange | None = None
         for item in ready.take_backlog(self._tail_buffer):
             if item.__class__ is SwappedRange:
-                ready.push_range(item)  # type: ignore[arg-type]
-                tail = item  # type: ignore[assignment]
+                ready.push_range(item)
+                tail = item
                 continue
-            entry: QueueEntry = item  # type: ignore[assignment]
+            entry: QueueEntry = item  # type: ignore[assignment]  # `__class__ is` narrows its true branch only
             store_id = entry.stored or self._page(entry)
             if store_id:
                 tail = self._fold(tail, entry, store_id)

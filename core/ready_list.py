@@ -99,12 +99,12 @@ class ReadyList:
         if level:
             tail = level[-1]
             if tail.__class__ is SwappedRange:
-                return tail  # type: ignore[return-value]
+                return tail
         return None
 
     def ranges(self) -> list[SwappedRange]:
         """The swapped ranges, in delivery order (read-only; for monitoring)."""
-        return [item for item in self._levels[0] if item.__class__ is SwappedRange]  # type: ignore[misc]
+        return [item for item in self._levels[0] if item.__class__ is SwappedRange]
 
     def pop_tail(self, entry: QueueEntry) -> bool:
         """Take back `entry` if it is the newest item of the (only) level, to swap it out."""
@@ -148,7 +148,7 @@ class ReadyList:
         for _ in range(len(level) - index):
             item = level.pop()
             if item.__class__ is SwappedRange:
-                self._count_range(item, -1)  # type: ignore[arg-type]
+                self._count_range(item, -1)
                 taken.append(item)
             elif item.state == READY:
                 self.count -= 1
@@ -252,11 +252,11 @@ class ReadyList:
                 if head.state == READY:
                     if head.__class__ is SwappedRange:
                         try:
-                            self._expand_head(level, head, self._load_batch)  # type: ignore[arg-type]
+                            self._expand_head(level, head, self._load_batch)
                         except StoreUnreadable:
                             return None  # the range stays; its queue retries the read later
                         continue
-                    return head  # type: ignore[return-value]
+                    return head  # type: ignore[return-value]  # `__class__ is` narrows its true branch only
                 level.popleft()
                 self._tombstones -= 1
         return None
@@ -289,9 +289,9 @@ class ReadyList:
         keyed.sort(key=lambda pair: pair[0])
         for _, item in keyed:
             if item.__class__ is SwappedRange:
-                yield from self._read_range(item)  # type: ignore[arg-type]
+                yield from self._read_range(item)
             else:
-                yield item  # type: ignore[misc]
+                yield item  # type: ignore[misc]  # `__class__ is` narrows its true branch only
 
     def _read_range(self, swapped: SwappedRange) -> Iterator[QueueEntry]:
         view = SwappedRange(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from herald.core.consumer import Consumer
 from herald.core.message import NATIVE_PROTOCOL, Message, Properties
 from herald.core.queue import QueueEntry
@@ -49,7 +51,7 @@ def msg(
     text: str | bytes,
     routing_key: str = "",
     exchange: str = "",
-    **properties: object,
+    **properties: Any,  # Properties' fields
 ) -> Message:
     data = text.encode() if isinstance(text, str) else text
     return Message.native(

@@ -63,7 +63,7 @@ async def attack(
                     if pause:
                         await trio.sleep(pause)
                 if half_close:
-                    await stream.send_eof()  # type: ignore[attr-defined]  # a SocketStream
+                    await stream.send_eof()
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 pass  # the broker closed on us mid-send: read what it said before that
             try:

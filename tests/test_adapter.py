@@ -129,8 +129,14 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         yield running
 
 
+class LineServer(ConnectionServer):
+    """The adapter, with the sessions it made for the tests to look at."""
+
+    sessions: list[LineSession]
+
+
 @pytest.fixture
-async def server(broker: Broker, nursery: trio.Nursery) -> ConnectionServer:
+async def server(broker: Broker, nursery: trio.Nursery) -> LineServer:
     sessions: list[LineSession] = []
 
     def new_session(connection: Connection, peer_host: str | None) -> LineSession:
@@ -139,8 +145,8 @@ async def server(broker: Broker, nursery: trio.Nursery) -> ConnectionServer:
         sessions.append(session)
         return session
 
-    running = ConnectionServer(broker, "lines", new_session, close_timeout=CLOSE_S)
-    running.sessions = sessions  # type: ignore[attr-defined]  # for the tests to look at
+    running = LineServer(broker, "lines", new_session, close_timeout=CLOSE_S)
+    running.sessions = sessions
     await nursery.start(running.run)
     return running
 
@@ -156,7 +162,7 @@ async def read_until(stream: trio.abc.ReceiveStream, end: bytes) -> bytes:
 
 
 async def test_echo_over_tcp_with_a_writer_only_while_there_is_output(
-    server: ConnectionServer, nursery: trio.Nursery, broker: Broker
+    server: LineServer, nursery: trio.Nursery, broker: Broker
 ) -> None:
     listeners = await nursery.start(
         partial(serve_tcp, server.run_connection, "127.0.0.1", 0, protocol="lines")
@@ -165,7 +171,7 @@ async def test_echo_over_tcp_with_a_writer_only_while_there_is_output(
     with trio.fail_after(10):
         await client.send_all(b"HELLO\nping\n")
         assert await read_until(client, b"ping\n") == b"WELCOME\nping\n"
-        session = server.sessions[0]  # type: ignore[attr-defined]
+        session = server.sessions[0]
         assert session.link is not None
         while session.link.writing is not None:  # the writer ends once idle
             await trio.sleep(WRITER_IDLE_S / 4)
@@ -180,41 +186,41 @@ async def test_echo_over_tcp_with_a_writer_only_while_there_is_output(
 
 
 async def test_handshake_deadline_is_served_by_the_kernel_timer(
-    server: ConnectionServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+    server: LineServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     server_side, client = trio.testing.memory_stream_pair()
     nursery.start_soon(server.run_connection, server_side)
     start = trio.current_time()
     with trio.fail_after(HANDSHAKE_S * 2):
         assert await client.receive_some(100) == b""  # closed by the deadline
-    session = server.sessions[0]  # type: ignore[attr-defined]
+    session = server.sessions[0]
     assert session.close_reason == "handshake timeout"
     assert trio.current_time() - start >= HANDSHAKE_S
     assert server.deadlines.live == 0
 
 
 async def test_an_opened_session_has_no_deadline(
-    server: ConnectionServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+    server: LineServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     server_side, client = trio.testing.memory_stream_pair()
     nursery.start_soon(server.run_connection, server_side)
     await client.send_all(b"HELLO\n")
     assert await client.receive_some(100) == b"WELCOME\n"
     await trio.sleep(HANDSHAKE_S * 3)
-    session = server.sessions[0]  # type: ignore[attr-defined]
+    session = server.sessions[0]
     assert not session.done and session.link is not None and session.link.writing is None
     await client.send_all(b"QUIT\n")
     assert await read_until(client, b"BYE\n") == b"BYE\n"
 
 
 async def test_a_done_session_whose_client_does_not_read_is_cut_after_close_timeout(
-    server: ConnectionServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+    server: LineServer, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
     server_side, client = trio.testing.lockstep_stream_pair()  # a write waits for a read
     nursery.start_soon(server.run_connection, server_side)
     await client.send_all(b"HELLO\n")
     await trio.testing.wait_all_tasks_blocked()  # the writer is stuck sending WELCOME
-    session = server.sessions[0]  # type: ignore[attr-defined]
+    session = server.sessions[0]
     start = trio.current_time()
     session.close_from_broker("shutting down")
     while not session.torn_down:
@@ -224,7 +230,7 @@ async def test_a_done_session_whose_client_does_not_read_is_cut_after_close_time
 
 
 async def test_a_failing_writer_closes_only_its_connection(
-    server: ConnectionServer,
+    server: LineServer,
     nursery: trio.Nursery,
     broker: Broker,
     caplog: pytest.LogCaptureFixture,
@@ -245,7 +251,7 @@ async def test_a_failing_writer_closes_only_its_connection(
 
 
 async def test_linger_reads_and_discards_what_the_client_still_sends(
-    server: ConnectionServer, nursery: trio.Nursery
+    server: LineServer, nursery: trio.Nursery
 ) -> None:
     listeners = await nursery.start(
         partial(serve_tcp, server.run_connection, "127.0.0.1", 0, protocol="lines")
@@ -257,12 +263,12 @@ async def test_linger_reads_and_discards_what_the_client_still_sends(
         await client.send_all(b"still more\n" * 1000)  # no reset: the server still reads
         assert await client.receive_some(100) == b""  # the server's write side is shut
         await client.send_all(b"last\n")
-    assert server.sessions[0].close_reason == "protocol error: HELLO first"  # type: ignore[attr-defined]
+    assert server.sessions[0].close_reason == "protocol error: HELLO first"
     await client.aclose()
 
 
 async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
-    server: ConnectionServer, nursery: trio.Nursery, broker: Broker
+    server: LineServer, nursery: trio.Nursery, broker: Broker
 ) -> None:
     server_side, client = trio.testing.memory_stream_pair()
     nursery.start_soon(server.run_connection, server_side)
@@ -274,7 +280,7 @@ async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
         )  # the publisher's reader stops reading (no monitor clears it)
         await client.send_all(b"x\n")
         await trio.testing.wait_all_tasks_blocked()
-        session = server.sessions[0]  # type: ignore[attr-defined]
+        session = server.sessions[0]
         assert session.reading_paused
         session.close_from_broker("shutting down")
         assert await read_until(client, b"AWAY\n") == b"x\nGOING AWAY\n"

@@ -9,10 +9,12 @@ must close that connection only.
 from __future__ import annotations
 
 import gc
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
@@ -80,13 +82,17 @@ class LinePlugin:
         nursery.cancel_scope.cancel()
 
 
-async def run_line_broker(tmp_path: Path, plugin: LinePlugin):
+async def run_line_broker(
+    tmp_path: Path, plugin: LinePlugin
+) -> AbstractAsyncContextManager[Broker]:
     return embedded(
         data_dir=tmp_path, extra_plugins=[plugin], plugins=["line"], store=MemoryStore()
     )
 
 
-async def test_listeners_are_reported_and_connections_logged(tmp_path: Path, caplog) -> None:
+async def test_listeners_are_reported_and_connections_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     plugin = LinePlugin()
     caplog.set_level("INFO", logger="herald")
     async with await run_line_broker(tmp_path, plugin) as broker:
@@ -114,7 +120,9 @@ async def test_listeners_are_reported_and_connections_logged(tmp_path: Path, cap
     assert any("connection #1 closed: line" in m for m in messages)
 
 
-async def test_a_crashing_connection_leaves_the_others_alone(tmp_path: Path, caplog) -> None:
+async def test_a_crashing_connection_leaves_the_others_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     plugin = LinePlugin()
     async with await run_line_broker(tmp_path, plugin) as broker:
         port = broker.listeners[0].port

@@ -29,6 +29,7 @@ from herald.core.embedding import embedded
 from herald.core.errors import AccessRefused, ConfigError, InvalidValue
 from herald.core.tls import TLSSection, server_context
 from tests.tls_helpers import (
+    MQTT_TLS_TRANSPORTS,
     PKI,
     WAIT,
     amqp_round_trip,
@@ -191,7 +192,9 @@ def mqtt_connack(mqtts: int, context: ssl.SSLContext, client_id: str) -> object:
     codes = []
     client = mqtt_client(context, "tcp", credentials=None, client_id=client_id)
 
-    def on_connect(_client: object, _data: object, _flags: object, code: object, *_: object):
+    def on_connect(
+        _client: object, _data: object, _flags: object, code: object, *_: object
+    ) -> None:
         codes.append(code)
         answered.set()
 
@@ -216,7 +219,7 @@ async def test_mqtt_certificate_login(tmp_path: Path, pki: PKI) -> None:
             await trio.to_thread.run_sync(survivor.connect, "127.0.0.1", mqtts)
             survivor.loop_start()
             try:
-                for transport, paho_transport in (("tls", "tcp"), ("wss", "websockets")):
+                for transport, paho_transport in MQTT_TLS_TRANSPORTS:
                     listener = port(broker, "mqtt", transport)
                     body = await trio.to_thread.run_sync(
                         mqtt_round_trip, listener, app, paho_transport, None

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -380,13 +380,13 @@ def test_process_bad_config_value(tmp_path: Path) -> None:
 class LineReader:
     """Collects a process's stderr lines on a thread, so the test can wait for one."""
 
-    def __init__(self, stream: io.TextIOBase) -> None:
+    def __init__(self, stream: Iterable[str]) -> None:
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _read(self, stream: io.TextIOBase) -> None:
+    def _read(self, stream: Iterable[str]) -> None:
         for line in stream:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)

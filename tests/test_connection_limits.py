@@ -9,7 +9,7 @@ Over the global limit a connection is closed as soon as it is accepted (RabbitMQ
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -78,9 +78,9 @@ async def close(connection: pika.BlockingConnection) -> None:
     await trio.to_thread.run_sync(connection.close)
 
 
-async def wait_until(predicate: object) -> None:
+async def wait_until(predicate: Callable[[], object]) -> None:
     with trio.fail_after(WAIT):
-        while not predicate():  # type: ignore[operator]
+        while not predicate():
             await trio.sleep(0.01)
 
 

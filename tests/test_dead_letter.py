@@ -431,7 +431,9 @@ async def test_drop_head_of_a_message_rejected_into_itself_does_not_cycle_back(
     assert ready_bodies(queue) == [b"new"]
 
 
-async def test_dead_lettered_counter_counts_only_routed_messages(broker: Broker, vh) -> None:
+async def test_dead_lettered_counter_counts_only_routed_messages(
+    broker: Broker, vh: VirtualHost
+) -> None:
     vh.declare_queue("dlq")
     missing = vh.declare_queue("a", arguments={"x-dead-letter-exchange": "no-such-exchange"})
     routed = vh.declare_queue(

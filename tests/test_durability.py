@@ -7,10 +7,12 @@ data object across restarts; the commit-log store passes the same tests on disk)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
 
+from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.errors import ResourceError
 from herald.core.message import Message
@@ -20,7 +22,7 @@ from herald.storage.memory import MemoryStore, MemoryStoreData
 from tests.sinks import RecordingSink, body, msg
 
 
-def restarted(tmp_path: Path, data: MemoryStoreData):
+def restarted(tmp_path: Path, data: MemoryStoreData) -> AbstractAsyncContextManager[Broker]:
     return embedded(data_dir=tmp_path, store=MemoryStore(data), plugins=[])
 
 

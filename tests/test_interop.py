@@ -12,7 +12,7 @@ from __future__ import annotations
 import queue as stdqueue
 import threading
 import uuid
-from typing import Any
+from typing import Any, Protocol, cast
 
 import paho.mqtt.client as paho
 import pika
@@ -30,6 +30,14 @@ def port_of(broker: Broker, protocol: str, transport: str = "tcp") -> int:
         for lst in broker.listeners
         if lst.protocol == protocol and lst.transport == transport
     )
+
+
+class Mqtt5Properties(Protocol):
+    """The MQTT 5 properties read here, which paho sets on its `Properties` by name."""
+
+    ContentType: str
+    CorrelationData: bytes
+    UserProperty: list[tuple[str, str]]
 
 
 class StompInbox(stomp.ConnectionListener):
@@ -114,7 +122,8 @@ async def test_amqp_to_stomp_to_mqtt_and_back(herald_broker: Broker) -> None:
         message = await trio.to_thread.run_sync(lambda: mqtt_inbox.get(timeout=TIMEOUT))
         assert message.topic == "hop/two"
         assert message.payload == b"travelling"
-        props = message.properties
+        assert message.properties is not None
+        props = cast(Mqtt5Properties, message.properties)
         assert props.ContentType.startswith("text/plain")
         assert props.CorrelationData == correlation.encode()
         assert ("x-trip", "stomp") in props.UserProperty

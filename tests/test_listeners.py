@@ -26,7 +26,7 @@ class FlakyListener(trio.abc.Listener[trio.abc.Stream]):
         if self.served:
             await trio.sleep_forever()
         self.served = True
-        return trio.testing.MemorySendStream()  # type: ignore[return-value]
+        return trio.testing.memory_stream_pair()[0]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -55,7 +56,7 @@ def memory_short(broker: Broker, short: bool = True) -> None:
     monitor.check()
 
 
-def publish(vhost: VirtualHost, queue: str, names: list[str], **properties: object) -> None:
+def publish(vhost: VirtualHost, queue: str, names: list[str], **properties: Any) -> None:
     for name in names:
         vhost.publish(msg(name, queue, **properties))
 
@@ -66,6 +67,7 @@ def names(prefix: str, n: int) -> list[str]:
 
 def bodies(queue: Queue, entries: list[QueueEntry]) -> list[bytes]:
     """Bodies as the consumer would see them (read-back messages are decoded on demand)."""
+    assert isinstance(queue.vhost, VirtualHost)  # a queue sees only its QueueOwner
     codecs = queue.vhost.broker.codecs
     return [entry.message.decoded(codecs).body for entry in entries]
 

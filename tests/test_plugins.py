@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import attrs
 import pytest
@@ -22,8 +23,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.core import hookimpl
+from herald.core.auth import User
+from herald.core.broker import Broker
+from herald.core.config import HeraldConfig
 from herald.core.errors import AccessRefused, ConfigError, PluginError
-from herald.core.message import Message
+from herald.core.message import EMPTY_PROPERTIES, Content, Message
 from herald.core.plugin_types import (
     ConfigSection,
     Listener,
@@ -34,6 +38,7 @@ from herald.core.plugin_types import (
     StorageBackend,
 )
 from herald.core.plugins import DEFAULT_PLUGINS, Plugins, get_plugin_manager
+from herald.storage.memory import MemoryStore
 
 HERE = Path(__file__).parent
 EXAMPLE_DIR = HERE / "example_plugin"
@@ -362,31 +367,30 @@ def test_convert_message_stops_at_the_first_non_none_result() -> None:
 def test_authenticate_first_backend_that_knows_the_user_wins() -> None:
     class Directory:
         @hookimpl
-        def herald_authenticate(self, username: str, password: str, peer_host: str) -> object:
+        def herald_authenticate(self, username: str, password: str, peer_host: str) -> User | None:
             if username == "mallory":
                 raise AccessRefused("mallory is banned")
             if username == "alice" and password == "secret":
-                return ("directory-user", username, peer_host)
+                return User(username, tags={"directory-user", peer_host})
             return None
 
     class Fallback:
         @hookimpl(trylast=True)
-        def herald_authenticate(self, username: str) -> object:
-            return ("fallback-user", username)
+        def herald_authenticate(self, username: str) -> User:
+            return User(username, tags={"fallback-user"})
 
     plugins = make(("directory", Directory()))
-    assert plugins.authenticate("alice", "secret", "10.0.0.1") == (
-        "directory-user",
-        "alice",
-        "10.0.0.1",
+    assert plugins.authenticate("alice", "secret", "10.0.0.1") == User(
+        "alice", tags={"directory-user", "10.0.0.1"}
     )
     assert plugins.authenticate("bob", "x", "10.0.0.1") is None
     with pytest.raises(AccessRefused, match="banned"):
         plugins.authenticate("mallory", "x", "10.0.0.1")
 
     plugins.register(Fallback(), "fallback")
-    assert plugins.authenticate("bob", "x", "h") == ("fallback-user", "bob")
-    assert plugins.authenticate("alice", "secret", "h")[0] == "directory-user"
+    assert plugins.authenticate("bob", "x", "h") == User("bob", tags={"fallback-user"})
+    alice = plugins.authenticate("alice", "secret", "h")
+    assert alice is not None and "directory-user" in alice.tags
 
 
 def test_authorize_returns_the_first_opinion() -> None:
@@ -398,9 +402,10 @@ def test_authorize_returns_the_first_opinion() -> None:
             return None
 
     plugins = make(("secret", Secret()))
-    assert plugins.authorize("user", "/", "write", "queue", "q") is None
-    assert plugins.authorize("user", "/secret", "write", "queue", "q") is False
-    assert plugins.authorize("user", "/secret", "read", "queue", "q") is True
+    user = User("user")
+    assert plugins.authorize(user, "/", "write", "queue", "q") is None
+    assert plugins.authorize(user, "/secret", "write", "queue", "q") is False
+    assert plugins.authorize(user, "/secret", "read", "queue", "q") is True
 
 
 def test_interceptors_are_none_until_a_plugin_implements_them() -> None:
@@ -431,22 +436,24 @@ def test_interceptors_are_none_until_a_plugin_implements_them() -> None:
 
 
 def test_configure_reaches_plugins_registered_later_and_may_refuse() -> None:
-    configured: list[object] = []
+    configured: list[HeraldConfig] = []
+    good = HeraldConfig(plugins={"strict": 1})
+    bad = HeraldConfig(plugins={"strict": 9})
 
     class Strict:
         @hookimpl
-        def herald_configure(self, config: object) -> None:
-            if config == "bad":
+        def herald_configure(self, config: HeraldConfig) -> None:
+            if config.plugins["strict"] not in (1, 2, 3):
                 raise ConfigError("strict.level: must be 1..3")
             configured.append(config)
 
     plugins = make(("strict", Strict()))
-    plugins.configure("good")
-    assert configured == ["good"]
+    plugins.configure(good)
+    assert configured == [good]
     plugins.register(Strict(), "late")
-    assert configured == ["good", "good"]
+    assert configured == [good, good]
     with pytest.raises(ConfigError, match=r"strict\.level"):
-        make(("strict", Strict())).configure("bad")
+        make(("strict", Strict())).configure(bad)
 
 
 def test_services_storage_codecs_and_shutdown() -> None:
@@ -455,9 +462,15 @@ def test_services_storage_codecs_and_shutdown() -> None:
     async def run(broker: object, *, task_status: trio.TaskStatus[None]) -> None:
         task_status.started()
 
-    @attrs.frozen
-    class Codec:
+    @attrs.define
+    class Codec:  # a MessageCodec, whose `protocol` is a plain attribute
         protocol: str
+
+        def decode(self, raw: bytes) -> Content:
+            return Content(EMPTY_PROPERTIES, raw)
+
+        def encode(self, content: Content, message: Message) -> bytes:
+            return content.body
 
     class Lifecycle:
         @hookimpl
@@ -471,15 +484,16 @@ def test_services_storage_codecs_and_shutdown() -> None:
 
         @hookimpl
         def herald_storage_backends(self) -> list[StorageBackend]:
-            return [StorageBackend("null", "stores nothing", lambda config, data_dir: None)]
+            return [StorageBackend("null", "never made", lambda config, data_dir: MemoryStore())]
 
         @hookimpl
         def herald_message_codecs(self) -> list[Codec]:
             return [Codec("echo")]
 
     plugins = make(("life", Lifecycle()))
-    assert plugins.services("broker") == [Service("ticker", run)]
-    plugins.shutdown("broker")
+    broker = cast(Broker, "broker")  # a stand-in: the hooks only hand it over
+    assert plugins.services(broker) == [Service("ticker", run)]
+    plugins.shutdown(broker)
     assert events == [("services", "broker"), ("shutdown", "broker")]
     assert list(plugins.storage_backends()) == ["null"]
     assert plugins.message_codecs() == [Codec("echo")]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -36,7 +37,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
         yield broker
 
 
-def fill(vhost: VirtualHost, queue: str, n: int, **properties: object) -> None:
+def fill(vhost: VirtualHost, queue: str, n: int, **properties: Any) -> None:
     for i in range(n):
         vhost.publish(msg(f"m{i:04}", queue, delivery_mode=2, **properties))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from herald.core.timers import Timers
@@ -43,7 +44,7 @@ async def test_an_earlier_deadline_wakes_the_timer_task(autojump_clock: trio.abc
 
 
 async def test_a_failing_callback_does_not_stop_the_others(
-    autojump_clock: trio.abc.Clock, caplog
+    autojump_clock: trio.abc.Clock, caplog: pytest.LogCaptureFixture
 ) -> None:
     timers = Timers()
     fired: list[str] = []

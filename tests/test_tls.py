@@ -22,6 +22,7 @@ from herald.core.config import InvalidValue
 from herald.core.errors import ConfigError
 from herald.core.tls import TLSSection, server_context
 from tests.tls_helpers import (
+    MQTT_TLS_TRANSPORTS,
     PKI,
     WAIT,
     amqp_round_trip,
@@ -55,7 +56,7 @@ async def test_mqtt_over_tls_and_wss(tmp_path: Path, pki: PKI) -> None:
     async with tls_broker(tmp_path, pki.settings()) as broker:
         transports = {lst.transport for lst in broker.listeners if lst.protocol == "mqtt"}
         assert transports == {"tcp", "tls", "ws", "wss"}
-        for transport, paho_transport in (("tls", "tcp"), ("wss", "websockets")):
+        for transport, paho_transport in MQTT_TLS_TRANSPORTS:
             with trio.fail_after(WAIT):
                 body = await trio.to_thread.run_sync(
                     mqtt_round_trip,

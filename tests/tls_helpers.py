@@ -13,7 +13,7 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import paho.mqtt.client as mqtt
 import pika
@@ -173,9 +173,15 @@ def stomp_round_trip(
         connection.disconnect()
 
 
+PahoTransport = Literal["tcp", "websockets"]
+"""paho's name for MQTTS ("tcp") and MQTT over wss ("websockets")."""
+MQTT_TLS_TRANSPORTS: tuple[tuple[str, PahoTransport], ...] = (("tls", "tcp"), ("wss", "websockets"))
+"""Each TLS listener of MQTT (its `Listener.transport`) with the paho transport that reaches it."""
+
+
 def mqtt_client(
     context: ssl.SSLContext,
-    transport: str,
+    transport: PahoTransport,
     credentials: tuple[str, str] | None = ("guest", "guest"),
     client_id: str = "",
 ) -> mqtt.Client:
@@ -184,7 +190,7 @@ def mqtt_client(
     client = mqtt.Client(
         callback_api_version=CallbackAPIVersion.VERSION2,
         client_id=client_id or f"tls-{transport}",
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
     )
     if credentials is not None:
         client.username_pw_set(*credentials)
@@ -197,14 +203,14 @@ def mqtt_client(
 def mqtt_round_trip(
     port: int,
     context: ssl.SSLContext,
-    transport: str,
+    transport: PahoTransport,
     credentials: tuple[str, str] | None = ("guest", "guest"),
 ) -> bytes:
     """Subscribe and publish (QoS 1) over MQTTS (or MQTT over wss) with paho."""
     received: queue.Queue[bytes] = queue.Queue()
     subscribed = threading.Event()
     client = mqtt_client(context, transport, credentials)
-    client.on_message = lambda c, u, message: received.put(message.payload)
+    client.on_message = lambda c, u, message: received.put(bytes(message.payload))
     client.on_subscribe = lambda *args: subscribed.set()
     client.connect("127.0.0.1", port, keepalive=30)
     client.loop_start()

@@ -156,7 +156,7 @@ def mqtt_subscriber(broker: BrokerProcess, messages: queue.Queue[bytes] | None) 
     client.username_pw_set("guest", "guest")
     client.on_subscribe = lambda *args: subscribed.set()
     if messages is not None:
-        client.on_message = lambda c, u, message: messages.put(message.payload)
+        client.on_message = lambda c, u, message: messages.put(bytes(message.payload))
     client.connect("127.0.0.1", broker.ports["mqtt"], keepalive=60)
     client.loop_start()
     client.subscribe("crash/#", qos=2)
