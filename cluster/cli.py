@@ -1,0 +1,140 @@
+"""`herald nameserver` and `herald cluster ...`, added by the cluster plugin's
+`herald_cli_commands` (core/cli.py imports nothing of the cluster).
+
+- `herald nameserver [--host 127.0.0.1] [--port 9876] [--scan-s 10] [--expiry-s 120]` serves
+  a name server (`run_nameserver`) until SIGINT or SIGTERM, then stops cleanly (exit 0).
+- `herald cluster resolve QUEUE [--vhost /] [--protocol amqp] --nameserver HOST:PORT ...`
+  prints the URL of the node serving QUEUE, asking each name server in turn.
+
+`cluster` is a click group: `dev` and `status` (later stages) join `resolve` in it, each
+written in a module of its own and added here with `cluster.add_command(...)`, as
+admin_cli.py adds the commands of admin_messages.py and admin_users.py to `herald admin`.
+
+A problem a user can fix (no route, no name server answered) ends as one line
+"herald: error: ..." and exit code 2 (the `herald` group does that for every `HeraldError`);
+a port already in use ends as "herald: error: cannot start: ..." and exit code 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from functools import partial
+
+import click
+import trio
+
+from herald.cluster.nameserver.registry import EXPIRY_S, SCAN_S
+from herald.core.log import configure_logging, reset_logging
+
+log = logging.getLogger("herald.cluster.cli")
+
+_seconds = click.FloatRange(min=0, min_open=True)
+
+
+@click.command(name="nameserver")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=9876,
+    show_default=True,
+    help="Port to bind (0: any free port; the log line says which).",
+)
+@click.option(
+    "--scan-s",
+    type=_seconds,
+    default=SCAN_S,
+    show_default=True,
+    help="Seconds between scans for silent nodes.",
+)
+@click.option(
+    "--expiry-s",
+    type=_seconds,
+    default=EXPIRY_S,
+    show_default=True,
+    help="A node silent this long is dropped.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+)
+@click.pass_context
+def nameserver(
+    ctx: click.Context, host: str, port: int, scan_s: float, expiry_s: float, log_level: str
+) -> None:
+    """Run a name server until SIGINT or SIGTERM.
+
+    Nodes register with it (cluster.nameservers) and applications ask it where a queue is
+    (herald cluster resolve, herald.cluster.resolve). It keeps everything in memory and never
+    talks to other name servers: run two, and list both on every node.
+    """
+    ctx.call_on_close(reset_logging)
+    configure_logging(log_level)
+    try:
+        trio.run(_serve_nameserver, host, port, scan_s, expiry_s)
+    except KeyboardInterrupt:  # Ctrl-C before the signal receiver was in place
+        ctx.exit(128 + signal.SIGINT)
+    except (BaseExceptionGroup, OSError) as exc:  # a port in use comes inside nurseries
+        group = exc if isinstance(exc, BaseExceptionGroup) else BaseExceptionGroup("", [exc])
+        os_errors, rest = group.split(OSError)
+        if rest is not None or os_errors is None:
+            raise
+        reasons = "; ".join(str(error) for error in _leaves(os_errors))
+        click.echo(f"herald: error: cannot start: {reasons}", err=True)
+        ctx.exit(1)
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+async def _serve_nameserver(host: str, port: int, scan_s: float, expiry_s: float) -> None:
+    from herald.cluster.nameserver.server import run_nameserver
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            serve = partial(run_nameserver, host, port, scan_s=scan_s, expiry_s=expiry_s)
+            await nursery.start(serve)
+            async for signum in signals:
+                log.info("%s: stopping the name server", signal.Signals(signum).name)
+                break
+            nursery.cancel_scope.cancel()
+    log.info("name server stopped")
+
+
+@click.group(name="cluster")
+def cluster() -> None:
+    """Work with a herald cluster."""
+
+
+@cluster.command()
+@click.argument("queue")
+@click.option("--vhost", default="/", show_default=True, help="The queue's virtual host.")
+@click.option(
+    "--protocol",
+    default="amqp",
+    show_default=True,
+    help="amqp, mqtt, stomp, their TLS forms (amqps, mqtts, stomps), or management.",
+)
+@click.option(
+    "--nameserver",
+    "nameservers",
+    multiple=True,
+    required=True,
+    metavar="HOST:PORT",
+    help="A name server to ask (repeatable: asked in order until one knows the queue).",
+)
+@click.option("--timeout", type=_seconds, default=6.0, show_default=True, help="Per request.")
+def resolve(
+    queue: str, vhost: str, protocol: str, nameservers: tuple[str, ...], timeout: float
+) -> None:
+    """Print the URL of the node serving QUEUE, e.g. amqp://10.0.0.2:5672/%2F."""
+    from herald.cluster.nameserver.client import resolve_sync
+
+    click.echo(resolve_sync(nameservers, vhost, queue, protocol, timeout=timeout))

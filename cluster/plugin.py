@@ -1,0 +1,103 @@
+"""herald's cluster plugin: the hooks herald calls.
+
+Registered through the `herald` entry-point group as `cluster = "herald.cluster.plugin"`.
+Every broker loads this module, so it imports only the config class: the services
+(service.py: etcd, httpx) load when a node runs with `cluster.enabled = true`, the commands
+(cli.py) when they run. A broker without `[cluster]` (or with `enabled = false`) gets no
+service from it and nothing on its message path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from herald.cluster.config import SECTION, ClusterConfig
+from herald.core import hookimpl
+from herald.core.errors import ConfigError
+from herald.core.plugin_types import CliCommand, ConfigSection, PluginInfo, Service
+
+if TYPE_CHECKING:
+    import click
+
+    from herald.core.broker import Broker
+    from herald.core.config import HeraldConfig
+
+log = logging.getLogger("herald.cluster")
+
+STORE_BACKEND = "commitlog"
+DEFAULT_NODE_NAME = "herald@localhost"  # BrokerSection's default
+
+
+@hookimpl
+def herald_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        "cluster", "Cluster membership in etcd, name-server registration, herald nameserver"
+    )
+
+
+@hookimpl
+def herald_config_sections() -> list[ConfigSection]:
+    return [ConfigSection(SECTION, ClusterConfig)]
+
+
+def cluster_config(config: HeraldConfig) -> ClusterConfig | None:
+    """The `[cluster]` section when the node is in a cluster, else None."""
+    section = config.plugins.get(SECTION)
+    if isinstance(section, ClusterConfig) and section.enabled:
+        return section
+    return None
+
+
+@hookimpl
+def herald_configure(config: HeraldConfig) -> None:
+    """A cluster node keeps everything in the commit log (what replication ships) and has a
+    name of its own (its etcd key and its name-server entry)."""
+    section = config.plugins.get(SECTION)
+    if not isinstance(section, ClusterConfig):
+        return
+    if not section.enabled:
+        if section != ClusterConfig():
+            log.warning("[cluster] is set but cluster.enabled = false: running standalone")
+        return
+    backend = config.store.backend
+    if backend != STORE_BACKEND:
+        raise ConfigError(
+            f'config: cluster.enabled = true needs store.backend = "{STORE_BACKEND}" '
+            f"(it is {backend!r}): replication ships the commit log"
+        )
+    if config.broker.node_name == DEFAULT_NODE_NAME:
+        raise ConfigError(
+            "config: cluster.enabled = true needs broker.node_name set to a name unique in "
+            f"the cluster (it is the default {DEFAULT_NODE_NAME!r})"
+        )
+
+
+@hookimpl
+def herald_services(broker: Broker) -> list[Service]:
+    config = cluster_config(broker.config)
+    if config is None:
+        return []
+    from herald.cluster.service import ClusterNode
+
+    return ClusterNode(broker, config).services()
+
+
+@hookimpl
+def herald_cli_commands() -> list[CliCommand]:
+    return [
+        CliCommand("nameserver", "Run a herald name server (routes for cluster clients).", _ns),
+        CliCommand("cluster", "Work with a herald cluster: resolve a queue to a node.", _cluster),
+    ]
+
+
+def _ns() -> click.Command:
+    from herald.cluster.cli import nameserver
+
+    return nameserver
+
+
+def _cluster() -> click.Command:
+    from herald.cluster.cli import cluster
+
+    return cluster
