@@ -6,9 +6,9 @@
 - `herald cluster resolve QUEUE [--vhost /] [--protocol amqp] --nameserver HOST:PORT ...`
   prints the URL of the node serving QUEUE, asking each name server in turn.
 
-`cluster` is a click group: `dev` and `status` (later stages) join `resolve` in it, each
-written in a module of its own and added here with `cluster.add_command(...)`, as
-admin_cli.py adds the commands of admin_messages.py and admin_users.py to `herald admin`.
+`cluster` is a click group: `dev` (options here, the work in dev.py), `status` (view.py,
+added with `cluster.add_command`, as admin_cli.py adds the commands of admin_messages.py and
+admin_users.py to `herald admin`) and `resolve`.
 
 A problem a user can fix (no route, no name server answered) ends as one line
 "herald: error: ..." and exit code 2 (the `herald` group does that for every `HeraldError`);
@@ -20,11 +20,14 @@ from __future__ import annotations
 import logging
 import signal
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 import click
 import trio
 
 from herald.cluster.nameserver.registry import EXPIRY_S, SCAN_S
+from herald.cluster.view import status
 from herald.core.log import configure_logging, reset_logging
 
 log = logging.getLogger("herald.cluster.cli")
@@ -111,6 +114,91 @@ async def _serve_nameserver(host: str, port: int, scan_s: float, expiry_s: float
 @click.group(name="cluster")
 def cluster() -> None:
     """Work with a herald cluster."""
+
+
+cluster.add_command(status)
+
+
+@cluster.command(name="dev")
+@click.option("--nodes", type=click.IntRange(1, 64), required=True, help="How many nodes.")
+@click.option(
+    "--groups",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Spread the nodes over this many groups (default: one group per node). Until HA "
+    "replication lands, a group holds one node.",
+)
+@click.option(
+    "--replication",
+    type=click.Choice(["sync", "async"]),
+    default=None,
+    help="cluster.replication of every node (accepted for the HA issue; unused today).",
+)
+@click.option(
+    "--dir",
+    "root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("cluster"),
+    show_default=True,
+    help="Configs, data dirs, logs and cluster.json go here.",
+)
+@click.option(
+    "--etcd",
+    default=None,
+    metavar="URL",
+    help="Use the etcd at URL (it must answer /health) instead of starting one.",
+)
+@click.option("--name", default="dev", show_default=True, help="cluster.name of every node.")
+@click.option(
+    "--lease-ttl-s",
+    type=click.IntRange(2),
+    default=10,
+    show_default=True,
+    help="cluster.lease_ttl_s.",
+)
+@click.option(
+    "--register-interval-s",
+    type=_seconds,
+    default=None,
+    help="cluster.register_interval_s (default: 30, or a quarter of the name server's expiry "
+    "when that is shorter).",
+)
+@click.option(
+    "--nameserver-scan-s",
+    type=_seconds,
+    default=10.0,
+    show_default=True,
+    help="The name server's scan period (short values are for tests).",
+)
+@click.option(
+    "--nameserver-expiry-s",
+    type=_seconds,
+    default=120.0,
+    show_default=True,
+    help="The name server drops a node silent this long (short values are for tests).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="Of the nodes and the name server (their logs are DIR/<name>.log).",
+)
+@click.option(
+    "--start-timeout-s", type=_seconds, default=60.0, show_default=True, help="Hang guard."
+)
+def dev(root: Path, **kwargs: Any) -> None:
+    """Run etcd, a name server and N nodes on loopback until Ctrl-C or SIGTERM.
+
+    Writes DIR/nX.toml, data dirs DIR/nX/, logs DIR/*.log and DIR/cluster.json (where etcd,
+    the name server and each node's AMQP/MQTT/STOMP/management/cluster ports are), prints
+    the same as a table, and on Ctrl-C or SIGTERM stops every process it started.
+    """
+    from herald.cluster.dev import DevOptions, group_names, run_dev
+
+    options = DevOptions(root=root, **kwargs)
+    group_names(options.nodes, options.groups)  # refuse before anything starts
+    run_dev(options, lambda line: click.echo(line, err=True), click.echo)
 
 
 @cluster.command()

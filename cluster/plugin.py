@@ -3,8 +3,9 @@
 Registered through the `herald` entry-point group as `cluster = "herald.cluster.plugin"`.
 Every broker loads this module, so it imports only the config class: the services
 (service.py: etcd, httpx) load when a node runs with `cluster.enabled = true`, the commands
-(cli.py) when they run. A broker without `[cluster]` (or with `enabled = false`) gets no
-service from it and nothing on its message path.
+(cli.py) when they run, `GET /api/cluster` (api.py) when it is asked. A broker without
+`[cluster]` (or with `enabled = false`) gets no service from it and nothing on its message
+path.
 """
 
 from __future__ import annotations
@@ -15,7 +16,13 @@ from typing import TYPE_CHECKING
 from herald.cluster.config import SECTION, ClusterConfig
 from herald.core import hookimpl
 from herald.core.errors import ConfigError
-from herald.core.plugin_types import CliCommand, ConfigSection, PluginInfo, Service
+from herald.core.plugin_types import (
+    CliCommand,
+    ConfigSection,
+    ManagementRoute,
+    PluginInfo,
+    Service,
+)
 
 if TYPE_CHECKING:
     import click
@@ -84,10 +91,28 @@ def herald_services(broker: Broker) -> list[Service]:
 
 
 @hookimpl
+def herald_management_routes() -> list[ManagementRoute]:
+    return [
+        ManagementRoute(
+            "GET",
+            "/api/cluster",
+            _cluster_view,
+            "This node's place in its cluster, and the cluster as a name server sees it",
+        )
+    ]
+
+
+async def _cluster_view(broker: Broker, request: object) -> object:
+    from herald.cluster.api import cluster_view  # httpx and the services: only when asked
+
+    return await cluster_view(broker, request)
+
+
+@hookimpl
 def herald_cli_commands() -> list[CliCommand]:
     return [
         CliCommand("nameserver", "Run a herald name server (routes for cluster clients).", _ns),
-        CliCommand("cluster", "Work with a herald cluster: resolve a queue to a node.", _cluster),
+        CliCommand("cluster", "Work with a herald cluster: dev, status, resolve.", _cluster),
     ]
 
 

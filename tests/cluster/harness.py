@@ -1,4 +1,4 @@
-"""Processes for the cluster tests: a real etcd (and, later, herald nodes) on loopback.
+"""Processes for the cluster tests: a real etcd, herald nodes and `herald cluster dev`.
 
 Everything here is synchronous and blocking, so session fixtures can use it; a Trio test
 calls the slow parts through `trio.to_thread.run_sync` (e.g. `etcd.restart`) so its own
@@ -7,21 +7,38 @@ tasks (a watcher) keep running meanwhile.
 etcd is the binary `etcd` from PATH (Debian: `apt-get install etcd-server`). Each instance
 gets two free loopback ports (client, peer) and its own data dir, so tests never touch a
 system etcd on 2379 nor each other.
+
+Nodes: `NodeProcess` is one `herald run --config FILE` (kill -9, SIGSTOP/SIGCONT, SIGTERM,
+restart on the same config, hence the same ports and data dir); `NodeProcess.adopt` takes a
+node another process started (a `herald cluster dev`'s, by pid from its cluster.json).
+`DevCluster` runs `herald cluster dev` itself and `wait_cluster_json` waits for its
+cluster.json; `cluster_view` / `node_names` read a name server's `/v1/cluster`.
+`pid_alive` says whether a pid is a live process (a zombie is not).
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import attrs
 import httpx
+import psutil
+
+T = TypeVar("T")
+HERALD = [sys.executable, "-m", "herald.core.cli"]
+WAIT_S = 30.0
+"""A hang guard for process waits, never a timing assertion."""
 
 ETCD_BINARY = "etcd"
 ETCD_MISSING = "etcd not found: apt-get install etcd-server"
@@ -196,3 +213,205 @@ class EtcdProcess:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def herald_env() -> dict[str, str]:
+    """This environment without `HERALD_*` (a config of the caller's) and `ETCD_*`."""
+    return {k: v for k, v in clean_env().items() if not k.startswith("HERALD_")}
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, killed but not reaped, is not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_until(probe: Callable[[], T | None], what: str, timeout: float = WAIT_S) -> T:
+    """Poll `probe` until it returns something truthy (bounded, not timed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise HarnessError(f"{what}: not after {timeout} s")
+        time.sleep(0.05)
+
+
+def cluster_view(nameserver: str, timeout: float = 2.0) -> dict[str, Any] | None:
+    """A name server's `/v1/cluster`, None when it does not answer."""
+    try:
+        response = httpx.get(f"http://{nameserver}/v1/cluster", timeout=timeout)
+        return response.json() if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+def node_names(view: dict[str, Any] | None) -> set[str]:
+    """The nodes a `/v1/cluster` answer lists."""
+    if view is None:
+        return set()
+    return {n["node"] for g in view.get("groups", []) for n in g.get("nodes", [])}
+
+
+@attrs.define
+class NodeProcess:
+    """One herald node, `herald run --config config`, as a process.
+
+    Started here (`start`) it is a child of the test; adopted (`adopt`, e.g. a node of
+    `herald cluster dev`) only its pid is known, and waits poll that pid.
+    """
+
+    config: Path
+    log_path: Path
+    name: str = ""
+    process: subprocess.Popen[bytes] | None = None
+    pid: int | None = None
+
+    @classmethod
+    def adopt(cls, name: str, pid: int, config: Path, log_path: Path) -> NodeProcess:
+        return cls(config, log_path, name, None, pid)
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid)
+
+    def start(self) -> None:
+        if self.running:
+            raise HarnessError(f"{self.name or self.config} is already running")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*HERALD, "run", "--config", str(self.config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=herald_env(),
+            )
+        _LIVE.add(self.process)
+        self.pid = self.process.pid
+
+    def kill(self) -> None:
+        """kill -9, and wait until the process is gone."""
+        self.signal(signal.SIGKILL)
+        self.wait_gone()
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM (after SIGCONT, in case it is paused); SIGKILL if it outlives `timeout`."""
+        if not self.running:
+            return
+        self.signal(signal.SIGCONT)
+        self.signal(signal.SIGTERM)
+        try:
+            self.wait_gone(timeout)
+        except HarnessError:
+            self.kill()
+
+    def restart(self) -> None:
+        """Stop (cleanly) and start again on the same config: same ports, same data."""
+        self.stop()
+        self.start()
+
+    def signal(self, signum: signal.Signals) -> None:
+        if self.pid is not None and self.running:
+            os.kill(self.pid, signum)
+
+    def wait_gone(self, timeout: float = STOP_TIMEOUT) -> None:
+        if self.process is not None:
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                raise HarnessError(f"{self.name} still running after {timeout} s") from None
+            _LIVE.discard(self.process)
+            return
+        if self.pid is not None:
+            wait_until(lambda: not pid_alive(self.pid or 0), f"{self.name} exits", timeout)
+
+
+def wait_cluster_json(
+    path: Path, nodes: int, timeout: float = WAIT_S, alive: object = None
+) -> dict[str, Any]:
+    """`herald cluster dev`'s cluster.json once it lists `nodes` nodes; `alive` (a Popen)
+    exiting first ends the wait with an error."""
+
+    def probe() -> dict[str, Any] | None:
+        if isinstance(alive, subprocess.Popen) and alive.poll() is not None:
+            raise HarnessError(f"herald cluster dev exited with {alive.returncode}")
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        return info if len(info.get("nodes", [])) == nodes else None
+
+    return wait_until(probe, f"{path} with {nodes} nodes", timeout)
+
+
+@attrs.define
+class DevCluster:
+    """`herald cluster dev --dir root ...` as a process; `info` is its cluster.json."""
+
+    root: Path
+    nodes: int
+    options: Sequence[str] = ()
+    process: subprocess.Popen[bytes] | None = None
+    info: dict[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def log_path(self) -> Path:
+        return self.root.parent / f"{self.root.name}-dev.log"
+
+    def start(self, timeout: float = WAIT_S) -> dict[str, Any]:
+        command = [*HERALD, "cluster", "dev", "--nodes", str(self.nodes), "--dir", str(self.root)]
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [*command, *self.options],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=herald_env(),
+            )
+        _LIVE.add(self.process)
+        try:
+            self.info = wait_cluster_json(
+                self.root / "cluster.json", self.nodes, timeout, self.process
+            )
+        except HarnessError as exc:
+            self.stop()
+            raise HarnessError(f"{exc}\n{self.log_path.read_text(errors='replace')}") from exc
+        return self.info
+
+    @property
+    def nameserver(self) -> str:
+        return str(self.info["nameserver"])
+
+    def node(self, name: str) -> NodeProcess:
+        entry = next(n for n in self.info["nodes"] if n["name"] == name)
+        return NodeProcess.adopt(name, entry["pid"], Path(entry["config"]), Path(entry["log"]))
+
+    def pids(self) -> list[int]:
+        """Every process it started (nodes, name server, etcd)."""
+        found = [n["pid"] for n in self.info.get("nodes", [])]
+        found += [self.info.get("nameserver_pid"), self.info.get("etcd_pid")]
+        return [pid for pid in found if isinstance(pid, int)]
+
+    def stop(self, timeout: float = WAIT_S) -> int:
+        """SIGTERM, wait: its exit code (the processes it started are left to it)."""
+        process, self.process = self.process, None
+        if process is None:
+            return 0
+        _LIVE.discard(process)
+        if process.poll() is None:
+            process.terminate()
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise HarnessError("herald cluster dev did not stop on SIGTERM") from None
