@@ -191,12 +191,21 @@ class Broker:
     async def authenticate(
         self, username: str, password: str | bytes, peer_host: str | None, mechanism: str = "PLAIN"
     ) -> User:
-        """Plugins' backends first, then the built-in users; raises AccessRefused."""
+        """Plugins' backends first, then the built-in users; raises AccessRefused. A password
+        that is not UTF-8 is never shown to the backends (they take text) and fails against
+        the built-in users like any wrong password."""
+        text: str | None
         if isinstance(password, bytes):
-            password = password.decode("utf-8", "surrogateescape")
-        user = self.plugins.authenticate(username, password, peer_host or "")
-        if user is not None:
-            return user
+            try:
+                text = password.decode()
+            except UnicodeDecodeError:
+                text = None
+        else:
+            text = password
+        if text is not None:
+            user = self.plugins.authenticate(username, text, peer_host or "")
+            if user is not None:
+                return user
         return await self.users.authenticate(username, password, peer_host, mechanism=mechanism)
 
     def authorize(

@@ -47,6 +47,8 @@ async def test_password_login(broker: Broker) -> None:
         await log_in(broker, connection, REMOTE, Credentials("alice", "wrong"))
     assert refused.value.way is LoginWay.PASSWORD
     assert isinstance(refused.value, AccessRefused)
+    with pytest.raises(LoginRefused):  # not UTF-8: a wrong password, not an encoding error
+        await log_in(broker, connection, REMOTE, Credentials("alice", b"\xff\xfe"))
 
 
 async def test_guest_logs_in_only_from_loopback_whichever_way(broker: Broker) -> None:
