@@ -258,7 +258,41 @@ class ConnectionServer:
                 session.link = link
                 if initial:
                     await session.receive(initial)
-                await self._read(session, transport, link)
+                # The reader, in this frame: a nested coroutine would be a frame more of each
+                # idle connection (300 bytes), and so would the last chunk read if it were
+                # still referenced while the next read waits (`data` is None then).
+                alarms = broker.alarms
+                direct = None  # a StreamTransport whose socket this loop reads itself
+                if type(transport) is StreamTransport and transport.socket is not None:
+                    direct = transport
+                data: bytes | None
+                try:
+                    while not session.done:
+                        if session.reading_paused:
+                            with trio.CancelScope() as link.paused:
+                                await alarms.wait_publish_allowed()
+                            link.paused = None
+                            continue
+                        if direct is None:
+                            data = await transport.receive()
+                        else:  # `StreamTransport.receive` inlined: no frame while idle
+                            sock = direct.socket
+                            assert sock is not None
+                            await trio.lowlevel.checkpoint_if_cancelled()
+                            data = direct.receive_now(sock)
+                            if data is None:
+                                while data is None:
+                                    await trio.lowlevel.wait_readable(sock)
+                                    data = direct.receive_now(sock)
+                            else:
+                                await trio.lowlevel.cancel_shielded_checkpoint()
+                        if not data:
+                            session.connection_lost("client closed the connection")
+                            break
+                        await session.receive(data)
+                        data = None
+                except LOST as exc:
+                    session.connection_lost(f"connection lost: {exc or type(exc).__name__}")
                 if link.writing is None:  # the reader ended: flush what is left
                     link.wake()
                 while link.writing is not None:  # let the writer finish
@@ -273,36 +307,3 @@ class ConnectionServer:
             broker.connections.close(connection, session.close_reason)
         if session.lingers:
             await transport.linger(self.linger_timeout)
-
-    async def _read(self, session: AdaptedSession, transport: Transport, link: Link) -> None:
-        alarms = self.broker.alarms
-        direct = None  # a StreamTransport whose socket this loop reads itself
-        if type(transport) is StreamTransport and transport.socket is not None:
-            direct = transport
-        try:
-            while not session.done:
-                if session.reading_paused:
-                    with trio.CancelScope() as link.paused:
-                        await alarms.wait_publish_allowed()
-                    link.paused = None
-                    continue
-                if direct is None:
-                    data = await transport.receive()
-                else:  # `StreamTransport.receive` inlined: no frame while idle
-                    sock = direct.socket
-                    assert sock is not None
-                    await trio.lowlevel.checkpoint_if_cancelled()
-                    got = direct.receive_now(sock)
-                    if got is None:
-                        while got is None:
-                            await trio.lowlevel.wait_readable(sock)
-                            got = direct.receive_now(sock)
-                    else:
-                        await trio.lowlevel.cancel_shielded_checkpoint()
-                    data = got
-                if not data:
-                    session.connection_lost("client closed the connection")
-                    return
-                await session.receive(data)
-        except LOST as exc:
-            session.connection_lost(f"connection lost: {exc or type(exc).__name__}")

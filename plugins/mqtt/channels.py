@@ -3,13 +3,14 @@ connection's one "channel" (`Connection.channels`, core/connections.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from herald.plugins.mqtt.session import Session
 
 
-def describe(session: Session) -> list[dict[str, Any]]:
+def describe(session: Session) -> list[Mapping[str, Any]]:
     """The session's one channel; none before CONNECT took a session."""
     state = session.state
     if state is None:

@@ -10,10 +10,11 @@ keeps a client over a slow link busy, and MQTT 5 clients can ask for less).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import attrs
 
+from herald.core import validators
 from herald.core.config import InvalidValue
 from herald.plugins.mqtt.codec import MAX_PACKET_SIZE
 from herald.plugins.mqtt.codec.topics import TopicError, validate_topic_filter
@@ -25,37 +26,19 @@ sessions when `session_expiry_max` is this value)."""
 RETAIN_STORES = ("metadata", "memory", "none")
 
 
-def _port(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-    if not 0 <= value <= 65535:
-        raise InvalidValue(f"expected 0..65535, got {value!r}", attribute.name)
-
-
-def _between(low: int, high: int) -> Callable[[object, attrs.Attribute, int], None]:
-    def check(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-        if not low <= value <= high:
-            raise InvalidValue(f"expected {low}..{high}, got {value!r}", attribute.name)
-
-    return check
-
-
-def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
-
-
-def _path(_inst: object, attribute: attrs.Attribute, value: str) -> None:
+def _path(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if not value.startswith("/"):
         raise InvalidValue(f"must start with '/', got {value!r}", attribute.name)
 
 
-def _retain_store(_inst: object, attribute: attrs.Attribute, value: str) -> None:
+def _retain_store(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
     if value not in RETAIN_STORES:
         raise InvalidValue(
             f"expected one of {', '.join(RETAIN_STORES)}, got {value!r}", attribute.name
         )
 
 
-def _topic_filters(_inst: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+def _topic_filters(_inst: object, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
     for text in value:
         try:
             validate_topic_filter(text)
@@ -69,26 +52,26 @@ class MQTTConfig:
 
     host: str = "0.0.0.0"
     """Address of the TCP listener; "0.0.0.0" is every IPv4 interface."""
-    port: int = attrs.field(default=1883, validator=_port)
-    tls_port: int = attrs.field(default=8883, validator=_port)
+    port: int = attrs.field(default=1883, validator=validators.port)
+    tls_port: int = attrs.field(default=8883, validator=validators.port)
     """MQTT over TLS, served on `host` when the broker's `[tls]` has a certificate."""
     ws_enabled: bool = True
     """Serve MQTT over WebSocket too (subprotocol "mqtt")."""
     ws_host: str = "0.0.0.0"
-    ws_port: int = attrs.field(default=15675, validator=_port)
+    ws_port: int = attrs.field(default=15675, validator=validators.port)
     """RabbitMQ's Web MQTT port."""
-    wss_port: int = attrs.field(default=15676, validator=_port)
+    wss_port: int = attrs.field(default=15676, validator=validators.port)
     """Web MQTT over TLS (RabbitMQ's `web_mqtt.ssl.port`), when `[tls]` has a certificate."""
     ws_path: str = attrs.field(default="/mqtt", validator=_path)
     """The only HTTP path that upgrades; others get 404."""
     max_packet_size: int = attrs.field(
-        default=16 * 1024 * 1024, validator=_between(64, MAX_PACKET_SIZE)
+        default=16 * 1024 * 1024, validator=validators.between(64, MAX_PACKET_SIZE)
     )
     """The largest packet a client may send; MQTT 5 clients learn it from CONNACK."""
-    max_inflight: int = attrs.field(default=64, validator=_between(1, 65535))
+    max_inflight: int = attrs.field(default=64, validator=validators.between(1, 65535))
     """Unacknowledged QoS 1/2 messages per direction and session: the Receive Maximum herald
     announces, and the most it sends before the client acks (less if the client asks)."""
-    keepalive_max: int = attrs.field(default=65535, validator=_between(0, 65535))
+    keepalive_max: int = attrs.field(default=65535, validator=validators.between(0, 65535))
     """The longest keep alive granted (seconds). MQTT 5 clients asking for more
     are told this value (Server Keep Alive); 0 leaves the client's choice. A client asking
     for none keeps none."""
@@ -107,19 +90,21 @@ class MQTTConfig:
     """Where retained messages live: "metadata" (the store's metadata, survives restarts),
     "memory" (lost at restart) or "none" (retain not available)."""
     session_expiry_max: int = attrs.field(
-        default=86400, validator=_between(0, SESSION_NEVER_EXPIRES)
+        default=86400, validator=validators.between(0, SESSION_NEVER_EXPIRES)
     )
     """The longest a session outlives its connection (seconds); 3.1.1 persistent sessions
     (clean session 0) get this. 4294967295 means never."""
-    topic_alias_maximum: int = attrs.field(default=16, validator=_between(0, 65535))
+    topic_alias_maximum: int = attrs.field(default=16, validator=validators.between(0, 65535))
     """Topic aliases an MQTT 5 client may use towards herald."""
-    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
+    handshake_timeout: float = attrs.field(default=10.0, validator=validators.positive)
     """Seconds a client has from connecting to sending CONNECT."""
-    close_timeout: float = attrs.field(default=2.0, validator=_positive)
+    close_timeout: float = attrs.field(default=2.0, validator=validators.positive)
     """Seconds a closed connection's socket keeps reading (and discarding) after herald's last
     packet, so a client still sending gets the DISCONNECT or CONNACK rather than a reset."""
     subscribe_denied: tuple[str, ...] = attrs.field(default=(), validator=_topic_filters)
     """Topic filters no client may subscribe to: a requested filter equal to one of them or
     under it ("private/#" refuses "private/a/+") gets SUBACK 0x80, whatever the permissions."""
-    write_buffer: int = attrs.field(default=1024 * 1024, validator=_between(4096, 1 << 31))
+    write_buffer: int = attrs.field(
+        default=1024 * 1024, validator=validators.between(4096, 1 << 31)
+    )
     """Bytes waiting for the socket above which deliveries pause."""

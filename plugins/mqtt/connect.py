@@ -1,11 +1,13 @@
 """A CONNECT, from login to CONNACK: what the protocol leaves to the server in between.
 
-`login.py` says who the client is; `accept` then checks the virtual host and the will, picks
-the client id (an empty one gets `herald-<random>`, MQTT 5: Assigned Client Identifier), the
-session expiry and keep alive, takes the client id over from a connection that has it, opens
-or resumes the session and answers CONNACK; or it answers a refusing CONNACK and the session
-closes. Nothing is taken for a client until it is sure to be accepted: a refusal leaves the
-client id, its session and the per-user connection count as they were.
+`login.py` says who the client is; `accept` then opens the virtual host as every protocol
+does (core/session_open.py `open_vhost`: it exists, the user has access, the per-user
+connection limit admits one more), checks the will, picks the client id (an empty one gets
+`herald-<random>`, MQTT 5: Assigned Client Identifier), the session expiry and keep alive,
+takes the client id over from a connection that has it, opens or resumes the session and
+answers CONNACK; or it answers a refusing CONNACK and the session closes. Nothing of the
+client id is taken until the client is sure to be accepted: a refusal leaves the client id
+and its session as they were (and the per-user count, once the refused connection closed).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import secrets
 from typing import TYPE_CHECKING
 
 from herald.core.auth import PermissionKind
+from herald.core.connections import UserConnectionLimit
 from herald.core.errors import AccessRefused, KernelError, NotAllowed
+from herald.core.session_open import open_vhost
 from herald.plugins.mqtt import login
 from herald.plugins.mqtt.codec import (
     NO_PROPERTIES,
@@ -55,19 +59,24 @@ async def accept(session: Session, packet: Connect) -> None:
         return
     if session.done:
         return
-    context, config, broker = session.context, session.config, session.broker
+    context, config = session.context, session.config
     try:
-        if context.vhost_name not in broker.vhosts:
-            raise AccessRefused(f"vhost '{context.vhost_name}' not found")
-        broker.users.check_vhost_access(user, context.vhost_name)
-        session.user = user
-        if packet.will is not None:
+        open_vhost(session.broker, session.connection, user, context.vhost_name)
+    except UserConnectionLimit as exc:  # 3.1.1: 3, server unavailable (`refuse`)
+        refuse(session, ReasonCode.QUOTA_EXCEEDED, exc.reply_text)
+        return
+    except NotAllowed as exc:  # no such vhost, or no access to it
+        refuse(session, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
+        return
+    session.user = user
+    if packet.will is not None:
+        try:
             if is_sys_topic(packet.will.topic):
                 raise AccessRefused(f"will topic {packet.will.topic!r} is a $SYS topic")
             session.authorize(PermissionKind.WRITE, "exchange", config.exchange)
-    except KernelError as exc:
-        refuse(session, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
-        return
+        except KernelError as exc:
+            refuse(session, ReasonCode.NOT_AUTHORIZED, exc.reply_text)
+            return
     if packet.will is not None and packet.will.retain and not context.retain_available:
         refuse(session, ReasonCode.RETAIN_NOT_SUPPORTED, "retained messages are disabled")
         return
@@ -98,11 +107,6 @@ async def accept(session: Session, packet: Connect) -> None:
         )
         if not _connack_fits(session, ack_props):
             return
-    try:  # counted before a session is taken over: a refused login changes nothing
-        broker.connections.admit(session.connection, user.name)
-    except NotAllowed as exc:
-        refuse(session, ReasonCode.QUOTA_EXCEEDED, exc.reply_text)
-        return
     present = _take_session(session, client_id, packet, expiry)
     state = session.state
     assert state is not None
@@ -113,12 +117,11 @@ async def accept(session: Session, packet: Connect) -> None:
     session.subscriber = subscriber = Subscriber(session, window)
     session.will = packet.will
     connection = session.connection
-    connection.vhost = context.vhost_name
     connection.client = client_id
     connection.channels = session.describe  # the management API's /api/channels
     session.send(ConnAck(ReasonCode.SUCCESS, present, ack_props))
     session.can_send = not session.done and session.codec.connected
-    context.deadlines.schedule(session)
+    session.reschedule_timers()  # the keep alive replaces the CONNECT timeout
     context.sessions.save(state)
     session.outbound.resend_pubrels()
     subscriber.attach()

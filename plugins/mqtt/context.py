@@ -22,7 +22,6 @@ from herald.core.errors import ConfigError, KernelError
 from herald.core.message import Message
 from herald.core.vhost import PublishResult
 from herald.plugins.mqtt.codec import NO_PROPERTIES, Properties
-from herald.plugins.mqtt.deadlines import Deadlines
 from herald.plugins.mqtt.message_codec import (
     PROTOCOL,
     Routing,
@@ -64,7 +63,6 @@ class MQTTContext:
         persisted = broker.store if config.retain_store == "metadata" else None
         self.retained = RetainedStore(config.vhost, persisted)
         self.sessions = SessionRegistry(self)
-        self.deadlines = Deadlines()
         self.no_local_subscriptions = 0
         self.routing: Routing | None = None
         """The message `publish` is routing, for the deliveries made meanwhile (outbound.py)."""

@@ -55,6 +55,8 @@ _STATUS_CODES = {
 class Inbound:
     """PUBLISH / PUBREL from one client, and the acks owed for them."""
 
+    __slots__ = ("_may_publish", "_ticket", "owed", "session", "store")  # one per connection
+
     def __init__(self, session: Session) -> None:
         self.session = session
         self.store = session.context.store
@@ -71,6 +73,7 @@ class Inbound:
         qos = packet.qos
         packet_id = packet.packet_id
         if qos == 2 and packet_id in state.inbound_qos2:
+            assert packet_id is not None  # QoS 2 has one (the codec checks)
             self._reply(PubRec(packet_id))  # a resend: routed already
             return
         if qos == 2 and len(state.inbound_qos2) >= context.config.max_inflight:

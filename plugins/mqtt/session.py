@@ -6,9 +6,10 @@ client breaks the protocol, and packets too large for the client. Who a CONNECT 
 (password, certificate, anonymous) is `login.py`, the rest of CONNECT (client id, clean start
 and session expiry, takeover, CONNACK) `connect.py`; publishing is `inbound.py`, delivering
 `outbound.py`, subscribing `subscriber.py`.
-It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`), writes what it
-produced (`data_to_send`, signalled by `wait_output`), and calls `check_timers` at
-`deadline()` (one task for all sessions: deadlines.py).
+It does no I/O: the adapter every protocol shares (core/adapter.py, set up by server.py) feeds
+it bytes (`receive`), writes what it produced (the output side, `SessionIO` in
+core/session_io.py), and calls `check_timers` at `deadline()` (every connection's deadlines
+are one heap on the kernel's timer task: core/connection_deadlines.py).
 
 A codec `RemoteProtocolError` ends only this connection: the codec's `error_reply()` (a
 refusing CONNACK, or an MQTT 5 DISCONNECT with the reason code) is written, then the socket
@@ -26,6 +27,8 @@ import attrs
 import trio
 
 from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.session_io import SessionIO
+from herald.core.session_open import Permissions
 from herald.plugins.mqtt import channels, connect
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
@@ -53,8 +56,6 @@ from herald.plugins.mqtt.outbound import Outbound
 from herald.plugins.mqtt.subscriber import Subscriber
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from herald.core.auth import User
     from herald.core.connections import Connection
     from herald.plugins.mqtt.codec import Will
@@ -66,22 +67,24 @@ log = logging.getLogger(__name__)
 _PUBLISH_OVERHEAD = 16  # fixed header, packet id, property lengths of one PUBLISH, roughly
 
 
-class Session:
-    """The MQTT side of one client connection."""
+class Session(SessionIO):
+    """The MQTT side of one client connection; `SessionIO` is its output side (the adapter's
+    half: output buffer, writer wake-ups, write-buffer backpressure, deadline scheduling)."""
 
     # Slots: one Session per connection, 10,000 idle ones in the RSS target (PERFORMANCE.md);
-    # a string split keeps the 33 names in 5 lines.
+    # these 22 and SessionIO's 11. A string split keeps the names in 4 lines.
     __slots__ = tuple(
-        "_authz _connect_received _in_flight _output _queued _signalled _torn_down "  # noqa: SIM905
-        "_will_discarded broker can_send close_reason codec config connection context "
-        "done inbound keepalive last_received opened_at outbound peer_host "
-        "problem_information published spawn_writer state subscriber timer_at "
-        "transport_full user version will writer_running".split()
+        "_connect_received _permissions _torn_down _will_discarded broker can_send "  # noqa: SIM905
+        "config connection context inbound keepalive last_received opened_at outbound "
+        "peer_host problem_information published state subscriber user version will".split()
     )
+
+    codec: MQTTConnection  # SessionIO's slot, typed
 
     describe = channels.describe  # a method: `Connection.channels` holds it bound
 
     def __init__(self, context: MQTTContext, connection: Connection, peer_host: str | None) -> None:
+        super().__init__(context.config.write_buffer)
         self.context = context
         self.config = context.config
         self.broker = context.broker
@@ -98,25 +101,16 @@ class Session:
         self.outbound = Outbound(self)
         self.subscriber: Subscriber | None = None
         self.published = False  # only publishers are paused by resource alarms
-        self.transport_full = False
-        self.done = False  # nothing more to read; the adapter flushes and closes
         self.can_send = False
         """CONNACK accepted the client and the session is not done: deliveries may go out.
         A plain attribute (set by `connect.accept`, cleared by `finish`): read once per
         delivery."""
-        self.close_reason = "client closed the connection"
         self.opened_at = self.last_received = trio.current_time()
         self._connect_received = False
         self._will_discarded = False
         self._torn_down = False
-        # Made on first use, as an idle connection needs neither (PERFORMANCE.md):
-        self._authz: set[tuple[str, str, str]] | None = None  # by `authorize`
-        self._output: trio.Event | None = None  # while `wait_output` waits
-        self._signalled = False  # output since the last `wait_output`
-        self._queued = self._in_flight = 0
-        self.timer_at: float | None = None  # the deadline of this session's entry in Deadlines
-        self.spawn_writer: Callable[[], None] | None = None  # set by the adapter (server.py)
-        self.writer_running = False
+        # Made on first use, as an idle connection does not need it (PERFORMANCE.md):
+        self._permissions: Permissions | None = None  # by `authorize`
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:
@@ -143,7 +137,7 @@ class Session:
                             break
                     self.inbound.publish(packet)  # type: ignore[arg-type]
                 elif kind is PubAck:  # as `_handle` would, one call less per delivery
-                    self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
+                    self.outbound.puback(packet.packet_id)  # type: ignore[union-attr]
                 elif kind is Connect:
                     self._connect_received = True
                     await connect.accept(self, packet)  # type: ignore[arg-type]
@@ -153,35 +147,7 @@ class Session:
             self._codec_failed(exc)
         if self.inbound.owed:
             await self.inbound.flush()
-        self._wake()
-
-    def data_to_send(self) -> bytes:
-        data = self.codec.data_to_send()
-        self._in_flight = len(data)
-        self._queued = 0
-        return data
-
-    def written(self) -> None:
-        """The adapter wrote the last `data_to_send`: resume deliveries if the backlog drained."""
-        self._in_flight = 0
-        if self.transport_full and self._queued < self.config.write_buffer // 2:
-            self._set_transport_full(False)
-
-    def output_pending(self) -> bool:
-        """Whether output was signalled since the last `wait_output`."""
-        return self._signalled
-
-    async def wait_output(self) -> None:
-        """Return once there is something to write, or the session is done."""
-        if self._signalled:
-            await trio.lowlevel.checkpoint()
-        else:
-            self._output = trio.Event()
-            try:
-                await self._output.wait()
-            finally:
-                self._output = None
-        self._signalled = False
+        self.wake()
 
     @property
     def reading_paused(self) -> bool:
@@ -233,7 +199,7 @@ class Session:
             self.can_send = False
             self.close_reason = reason
         self.teardown()
-        self._wake()
+        self.wake()
 
     def teardown(self) -> None:
         """The connection ended: requeue what was in flight, keep or end the session, and
@@ -274,25 +240,23 @@ class Session:
             if not self._send_smaller(packet, exc.text):
                 return
         if size:
-            self._queued += size + _PUBLISH_OVERHEAD
-            if (
-                not self.transport_full
-                and self._queued + self._in_flight > self.config.write_buffer
-            ):
-                self._set_transport_full(True)
-        self._wake()
+            self.queued(size + _PUBLISH_OVERHEAD)
+        self.wake()
 
     def authorize(self, permission: Any, kind: str, name: str) -> None:
-        """broker.authorize, remembered for the connection (AccessRefused if not allowed)."""
-        key = (str(permission), kind, name)
-        authz = self._authz
-        if authz is not None and key in authz:
-            return
-        assert self.user is not None
-        self.broker.authorize(self.user, self.context.vhost_name, permission, kind, name)
-        if authz is None or len(authz) >= 256:
-            self._authz = authz = set()
-        authz.add(key)
+        """`broker.authorize`, remembered for the connection (core/session_open.py
+        `Permissions`, made at the first check); AccessRefused if not allowed."""
+        permissions = self._permissions
+        if permissions is None:
+            assert self.user is not None
+            permissions = Permissions(self.broker, self.user, self.context.vhost_name)
+            self._permissions = permissions
+        permissions.authorize(permission, kind, name)
+
+    def transport_full_changed(self, full: bool) -> None:
+        """The write buffer filled (or drained): suspend (or resume) the deliveries."""
+        if self.subscriber is not None:
+            self.subscriber.set_suspended(full)
 
     def _send_smaller(self, packet: Packet, text: str) -> bool:
         """A reply, refusal or DISCONNECT larger than the client's Maximum Packet Size: sent
@@ -381,18 +345,3 @@ class Session:
         if self.version == 5 and self.can_send:
             self.send(Disconnect(ReasonCode.SESSION_TAKEN_OVER))
         self.finish("session taken over by a new connection with the same client id")
-
-    # -- internals ---------------------------------------------------------------------------
-    def _wake(self) -> None:
-        if not self._signalled:
-            self._signalled = True
-            if self._output is not None:
-                self._output.set()
-        if not self.writer_running and self.spawn_writer is not None:
-            self.writer_running = True  # an idle connection has no writer task (server.py)
-            self.spawn_writer()
-
-    def _set_transport_full(self, full: bool) -> None:
-        self.transport_full = full
-        if self.subscriber is not None:
-            self.subscriber.set_suspended(full)

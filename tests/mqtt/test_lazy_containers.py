@@ -1,14 +1,13 @@
 """Containers an idle MQTT connection does not need are made on first use (PERFORMANCE.md,
-10,000 idle connections): `Session`'s authorization cache and output event, the QoS 2 id sets
-of `SessionState`, a `SharedLimit`'s consumers. First use must behave as with eager ones."""
+10,000 idle connections): `Session`'s permission cache, the QoS 2 id sets of `SessionState`, a
+`SharedLimit`'s consumers. First use must behave as with eager ones. (The output event is
+`SessionIO`'s: tests/test_session_io.py.)"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-import trio
-import trio.testing
 
 from herald.core.auth import PermissionKind
 from herald.core.broker import Broker
@@ -58,43 +57,17 @@ async def test_shared_limit_consumers_from_the_first_consumer(vhost: VirtualHost
     assert not idle.release(0)  # a window with no consumers dispatches nothing
 
 
-async def test_output_signal_without_a_waiter(session: Session) -> None:
-    assert not session.output_pending()
-    session.finish("test")  # signals output (the session is done)
-    assert session.output_pending()
-    with trio.testing.assert_checkpoints():
-        await session.wait_output()  # at once, still a checkpoint
-    assert not session.output_pending()
-
-
-async def test_output_signal_wakes_a_waiter(session: Session) -> None:
-    woken = trio.Event()
-
-    async def writer() -> None:
-        await session.wait_output()
-        woken.set()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(writer)
-        await trio.testing.wait_all_tasks_blocked()
-        assert not woken.is_set()
-        session.finish("test")
-    assert woken.is_set() and not session.output_pending()
-
-
-async def test_output_signal_after_a_cancelled_wait_is_kept(session: Session) -> None:
-    with trio.move_on_after(0):
-        await session.wait_output()
-    session.finish("test")
-    assert session.output_pending()  # the writer's next check sees it
-    await session.wait_output()
-    assert not session.output_pending()
+async def test_a_session_has_slots_only(session: Session) -> None:
+    """`Session` and `SessionIO` both declare `__slots__`: no per-connection `__dict__`."""
+    assert not hasattr(session, "__dict__")
+    assert session._output is None and session.link is None  # nothing made while idle
 
 
 async def test_authorization_cache_from_the_first_check(kernel: Broker, session: Session) -> None:
     kernel.users.add_user("u", None)
     kernel.users.set_permissions("u", "/", configure="", write="^amq\\.topic$", read="")
     session.user = kernel.users.get_user("u")
+    assert session._permissions is None  # made at the first check
     for _ in range(2):  # checked, then remembered
         session.authorize(PermissionKind.WRITE, "exchange", "amq.topic")
     for _ in range(2):  # a refusal is not remembered

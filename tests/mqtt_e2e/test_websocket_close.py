@@ -1,5 +1,5 @@
 """WebSocket closes end the connection's task at once: only a Close of trio-websocket's own
-(1009) may keep its reader for `close_timeout` (server.py `serve_websocket`).
+(1009) may keep its reader for `close_timeout` (core/websocket.py `serve_websocket`).
 
 `close_timeout` is set far above every wait here, so a handler waiting it out fails the test.
 """

@@ -8,6 +8,7 @@ cannot carry (properties, reason codes of PUBACK & co., UNSUBACK's codes, DISCON
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar, Final
 
 import attrs
@@ -139,17 +140,30 @@ class SubscriptionOptions:
     retain_handling: int = RetainHandling.SEND_ON_SUBSCRIBE
 
 
+def _codes(codes: Iterable[int]) -> tuple[int, ...]:
+    """`tuple`, typed for the attrs converters of the packets with a list in them."""
+    return tuple(codes)
+
+
+def _filters(topic_filters: Iterable[str]) -> tuple[str, ...]:
+    return tuple(topic_filters)
+
+
 @attrs.frozen
 class Subscription:
     topic_filter: str
     options: SubscriptionOptions = SubscriptionOptions()
 
 
+def _subscriptions(subscriptions: Iterable[Subscription]) -> tuple[Subscription, ...]:
+    return tuple(subscriptions)
+
+
 @attrs.frozen
 class Subscribe(Packet):
     TYPE: ClassVar[PacketType] = PacketType.SUBSCRIBE
     packet_id: int
-    subscriptions: tuple[Subscription, ...] = attrs.field(converter=tuple)
+    subscriptions: tuple[Subscription, ...] = attrs.field(converter=_subscriptions)
     properties: Properties = NO_PROPERTIES
 
 
@@ -159,7 +173,7 @@ class SubAck(Packet):
 
     TYPE: ClassVar[PacketType] = PacketType.SUBACK
     packet_id: int
-    reason_codes: tuple[int, ...] = attrs.field(converter=tuple)
+    reason_codes: tuple[int, ...] = attrs.field(converter=_codes)
     properties: Properties = NO_PROPERTIES
 
 
@@ -167,7 +181,7 @@ class SubAck(Packet):
 class Unsubscribe(Packet):
     TYPE: ClassVar[PacketType] = PacketType.UNSUBSCRIBE
     packet_id: int
-    topic_filters: tuple[str, ...] = attrs.field(converter=tuple)
+    topic_filters: tuple[str, ...] = attrs.field(converter=_filters)
     properties: Properties = NO_PROPERTIES
 
 
@@ -177,7 +191,7 @@ class UnsubAck(Packet):
 
     TYPE: ClassVar[PacketType] = PacketType.UNSUBACK
     packet_id: int
-    reason_codes: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    reason_codes: tuple[int, ...] = attrs.field(default=(), converter=_codes)
     properties: Properties = NO_PROPERTIES
 
 
