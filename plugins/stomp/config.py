@@ -16,35 +16,19 @@ EOLs; RabbitMQ's floor is one second (it counts in whole seconds), and so is her
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import attrs
 
-from herald.core.config import InvalidValue
+from herald.core import validators
+from herald.core.errors import InvalidValue, show_value
 from herald.plugins.stomp.codec import StompLimits
 
 
-def _port(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-    if not 0 <= value <= 65535:
-        raise InvalidValue(f"expected 0..65535, got {value!r}", attribute.name)
-
-
-def _at_least(minimum: int) -> Callable[[object, attrs.Attribute, int], None]:
-    def check(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-        if value < minimum:
-            raise InvalidValue(f"must be at least {minimum}, got {value!r}", attribute.name)
-
-    return check
-
-
-def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
-
-
-def _ws_path(_inst: object, attribute: attrs.Attribute, value: str) -> None:
+def _ws_path(_inst: object, attribute: attrs.Attribute[Any], value: str) -> None:
+    """An HTTP path: STOMP's only validator of its own (the others are core/validators.py)."""
     if not value.startswith("/"):
-        raise InvalidValue(f"must start with '/', got {value!r}", attribute.name)
+        raise InvalidValue(f"must start with '/', got {show_value(value)}", attribute.name)
 
 
 @attrs.frozen
@@ -53,14 +37,14 @@ class StompConfig:
 
     host: str = "0.0.0.0"
     """Address of the TCP listener; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
-    port: int = attrs.field(default=61613, validator=_port)
-    tls_port: int = attrs.field(default=61614, validator=_port)
+    port: int = attrs.field(default=61613, validator=validators.port)
+    tls_port: int = attrs.field(default=61614, validator=validators.port)
     """The STOMP-over-TLS listener's port, served on `host` when `[tls]` has a certificate."""
     ws_enabled: bool = True
     """Serve STOMP over WebSocket as well (RabbitMQ's Web-STOMP)."""
     ws_host: str = "0.0.0.0"
-    ws_port: int = attrs.field(default=15674, validator=_port)
-    wss_port: int = attrs.field(default=15673, validator=_port)
+    ws_port: int = attrs.field(default=15674, validator=validators.port)
+    wss_port: int = attrs.field(default=15673, validator=validators.port)
     """Web-STOMP over TLS (RabbitMQ's web_stomp.ssl port), when `[tls]` has a certificate."""
     ws_path: str = attrs.field(default="/ws", validator=_ws_path)
     """The only HTTP path the WebSocket listener upgrades; others get 404."""
@@ -77,23 +61,24 @@ class StompConfig:
     (RabbitMQ's `default_user`); when False such a CONNECT is refused."""
     default_login: str = "guest"
     default_passcode: str = attrs.field(default="guest", repr=False)
-    heartbeat_send_min: int = attrs.field(default=1000, validator=_at_least(0))
+    heartbeat_send_min: int = attrs.field(default=1000, validator=validators.at_least(0))
     """The shortest interval (ms) at which the server agrees to send heart-beats."""
-    heartbeat_receive_min: int = attrs.field(default=1000, validator=_at_least(0))
+    heartbeat_receive_min: int = attrs.field(default=1000, validator=validators.at_least(0))
     """The shortest interval (ms) at which the server agrees to expect them; a client silent
     for twice the agreed interval is disconnected."""
-    default_prefetch: int = attrs.field(default=0, validator=_at_least(0))
+    default_prefetch: int = attrs.field(default=0, validator=validators.at_least(0))
     """Unacknowledged messages per subscription without a `prefetch-count` header (0 = no
     limit, RabbitMQ's default)."""
-    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
-    """Seconds a client has from connecting to sending CONNECT."""
-    close_timeout: float = attrs.field(default=3.0, validator=_positive)
-    """Seconds to flush a final ERROR or RECEIPT before the socket is closed."""
-    max_frame_size: int = attrs.field(default=4 * 1024 * 1024, validator=_at_least(64))
+    handshake_timeout: float = attrs.field(default=10.0, validator=validators.positive)
+    """Seconds a client has from connecting to sending a complete CONNECT frame."""
+    close_timeout: float = attrs.field(default=3.0, validator=validators.positive)
+    """Seconds to flush a final ERROR or RECEIPT, then as long again for the client to read
+    them (the socket half-closed and drained) before it is closed."""
+    max_frame_size: int = attrs.field(default=4 * 1024 * 1024, validator=validators.at_least(64))
     """Command, headers and body of one inbound frame (ERROR and close beyond it)."""
-    max_headers: int = attrs.field(default=1000, validator=_at_least(1))
-    max_header_line: int = attrs.field(default=10 * 1024, validator=_at_least(64))
-    write_buffer: int = attrs.field(default=1024 * 1024, validator=_at_least(4096))
+    max_headers: int = attrs.field(default=1000, validator=validators.at_least(1))
+    max_header_line: int = attrs.field(default=10 * 1024, validator=validators.at_least(64))
+    write_buffer: int = attrs.field(default=1024 * 1024, validator=validators.at_least(4096))
     """Bytes of deliveries waiting for the socket above which subscriptions are paused."""
 
     def limit_key(self, limit: str) -> str:

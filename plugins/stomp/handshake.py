@@ -1,6 +1,6 @@
 """CONNECT / STOMP frames: what the client asks for, and what the server agrees to.
 
-Pure functions, so the rules are tested without sockets (but `login`, which asks the users):
+Pure functions, so the rules are tested without sockets or users:
 - version: the highest of `accept-version` the server speaks; 1.0 when the header is absent
   (a STOMP 1.0 client); no common version is an ERROR that lists the supported ones;
 - heart-beats: the client's `cx,cy` answered with `cy,cx` as RabbitMQ does, each raised to the
@@ -8,7 +8,8 @@ Pure functions, so the rules are tested without sockets (but `login`, which asks
 - credentials: `login` / `passcode`; without `login`, the user a verified client certificate
   names when `tls.cert_login` is on (RabbitMQ's `stomp.ssl_cert_login`: a `login` header
   takes priority, so a certificate client can still log in with a password), else the
-  configured default user when anonymous CONNECTs are allowed;
+  configured default login and passcode when anonymous CONNECTs are allowed. The login itself
+  is the one every protocol shares (core/session_open.py `log_in`, called by the session);
 - virtual host: the `host` header (any version, as RabbitMQ) when it names one, else the
   default one; a `host` naming no virtual host is refused only with `strict_host`.
 """
@@ -20,15 +21,11 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from herald.core import cert_login
 from herald.core.version import herald_version
 from herald.plugins.stomp.codec import VERSIONS, Frame
 from herald.plugins.stomp.errors import FrameError
 
 if TYPE_CHECKING:
-    from herald.core.auth import User
-    from herald.core.broker import Broker
-    from herald.core.connections import Connection
     from herald.plugins.stomp.config import StompConfig
 
 VERSION_MISMATCH = "Version mismatch"
@@ -78,7 +75,8 @@ def parse_connect(
     frame: Frame, config: StompConfig, certificate_user: str | None = None
 ) -> ConnectRequest:
     """What a CONNECT asks for; FrameError when the server cannot accept it.
-    `certificate_user`: the user the connection's client certificate names (`cert_user`)."""
+    `certificate_user`: the user the connection's client certificate names
+    (core/session_open.py `certificate_user`)."""
     version = negotiate_version(frame.get("accept-version"))
     if version is None:
         raise FrameError(
@@ -104,19 +102,6 @@ def parse_connect(
         host=frame.get("host"),
         certificate=certificate,
     )
-
-
-def cert_user(broker: Broker, connection: Connection) -> str | None:
-    """The user `connection`'s verified client certificate names, with `tls.cert_login` on."""
-    return cert_login.certificate_user(broker.config.tls, connection.tls)
-
-
-async def login(broker: Broker, request: ConnectRequest, peer_host: str | None) -> User:
-    """The user `request` logs in as: its certificate's, or a password login through
-    `broker.authenticate`; AccessRefused either way when it may not."""
-    if request.certificate:
-        return cert_login.login(broker.users, request.login, peer_host)
-    return await broker.authenticate(request.login, request.passcode, peer_host)
 
 
 def choose_vhost(request: ConnectRequest, vhosts: Container[str], config: StompConfig) -> str:

@@ -38,6 +38,8 @@ _WRITE = PermissionKind.WRITE
 class Publisher:
     """A connection's SENDs and its `/temp-queue/` reply queues."""
 
+    __slots__ = ("reply_queues", "session")  # one per connection
+
     def __init__(self, session: Session) -> None:
         self.session = session
         self.reply_queues: dict[str, str] = {}

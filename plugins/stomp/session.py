@@ -1,21 +1,26 @@
 """One STOMP connection's protocol state machine, over the sans-IO codec.
 
-The session decides everything the protocol decides: CONNECT (version, virtual host, login
-through `broker.authenticate`, heart-beats), each client frame, RECEIPTs, ERRORs, and output
-backpressure. It does no I/O: the Trio adapter (server.py) feeds it bytes (`receive`), writes
-what it produced (`data_to_send`, signalled by `wait_output`) and runs its timers.
+The session decides everything the protocol decides: CONNECT (version, heart-beats, and the
+login → virtual host → access → per-user admission flow every protocol shares,
+core/session_open.py), each client frame, RECEIPTs, ERRORs, and output backpressure. It does
+no I/O: the adapter every protocol shares (core/adapter.py, set up by server.py) feeds it
+bytes (`receive`), writes what it produced (the output side, `SessionIO` in
+core/session_io.py), and calls `check_timers` at `deadline()`: the handshake deadline, then
+the heart-beats, in the one heap of connection deadlines on the kernel's timer task
+(core/connection_deadlines.py). An idle connection has no task but the adapter's reader.
 
 Errors: STOMP has one answer to any error, an ERROR frame (a short `message` header, an
 explanatory body, and `receipt-id` when the offending frame asked for a receipt), after which
 the server closes the connection. Kernel refusals are reported the same way, with the kernel's
 reply text as the body.
 
-Receipts leave in the order their frames arrived. A SEND's receipt waits until the store has
-made the message durable when it is persistent and reached a durable queue; a COMMIT's waits
-for every such message of the transaction. A receipt of a SEND, ACK or NACK inside a
-transaction says the frame joined the transaction. A SUBSCRIBE's receipt comes before the
-subscription's first MESSAGE (subscriptions.py holds it until then). DISCONNECT's receipt
-comes after all others, then the server closes.
+Receipts leave in the order their frames arrived (receipts.py): a SEND's waits until the store
+has made the message durable when it is persistent and reached a durable queue, a COMMIT's
+for every such message of the transaction, in a task that runs only while such receipts are
+owed. A receipt of a SEND, ACK or NACK inside a transaction says the frame joined the
+transaction. A SUBSCRIBE's receipt comes before the subscription's first MESSAGE
+(subscriptions.py holds it until then). DISCONNECT's receipt comes after all others, then the
+server closes.
 
 Flow control: while a resource alarm is on, a SEND waits before it is acted on, and the
 adapter stops reading from a connection that has published, so TCP backpressure reaches the
@@ -28,21 +33,30 @@ receipt it is dropped, as an AMQP publish without confirms is.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
+import math
 import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from herald.core.connections import UserConnectionLimit
 from herald.core.errors import (
     AccessRefused,
     KernelError,
     LocalProtocolError,
     NotAllowed,
     RemoteProtocolError,
+)
+from herald.core.session_io import SessionIO
+from herald.core.session_open import (
+    Credentials,
+    Permissions,
+    certificate_user,
+    log_in,
+    open_vhost,
 )
 from herald.core.vhost import RouteStatus
 from herald.plugins.stomp.codec import (
@@ -58,13 +72,12 @@ from herald.plugins.stomp.codec import (
 from herald.plugins.stomp.errors import FrameError, kernel_error_message
 from herald.plugins.stomp.handshake import (
     VERSION_MISMATCH,
-    cert_user,
     choose_vhost,
     connected_frame,
-    login,
     parse_connect,
 )
 from herald.plugins.stomp.publisher import Publisher
+from herald.plugins.stomp.receipts import Receipts
 from herald.plugins.stomp.subscriptions import Subscriptions
 from herald.plugins.stomp.transactions import TRANSACTIONAL, Transactions
 
@@ -73,6 +86,7 @@ if TYPE_CHECKING:
     from herald.core.broker import Broker
     from herald.core.connections import Connection
     from herald.core.vhost import VirtualHost
+    from herald.plugins.stomp.codec import StompLimits
     from herald.plugins.stomp.config import StompConfig
 
 log = logging.getLogger(__name__)
@@ -80,21 +94,57 @@ log = logging.getLogger(__name__)
 _SENDING = frozenset({State.OPEN, State.DISCONNECTING})
 
 
-class Session:
-    """The STOMP side of one client connection."""
+class Session(SessionIO):
+    """The STOMP side of one client connection; `SessionIO` is its output side (the adapter's
+    half: output buffer, writer wake-ups, write-buffer backpressure, deadline scheduling)."""
+
+    # Slots: one Session per connection, and idle connections are held by the ten thousand
+    # (docs/PERFORMANCE.md); these and SessionIO's.
+    __slots__ = (
+        "_closing",
+        "_handlers",
+        "_permissions",
+        "_receipts",
+        "broker",
+        "codecs",
+        "config",
+        "connection",
+        "last_received",
+        "last_sent",
+        "opened_at",
+        "peer_host",
+        "published",
+        "publisher",
+        "receive_interval",
+        "send_interval",
+        "session_id",
+        "store",
+        "subscriptions",
+        "transactions",
+        "user",
+        "vhost",
+    )
+
+    codec: StompConnection  # SessionIO's slot, typed
 
     def __init__(
-        self, broker: Broker, config: StompConfig, connection: Connection, peer_host: str | None
+        self,
+        broker: Broker,
+        config: StompConfig,
+        connection: Connection,
+        peer_host: str | None,
+        limits: StompLimits | None = None,
     ) -> None:
+        super().__init__(config.write_buffer)
         self.broker = broker
         self.config = config
         self.connection = connection  # also the owner of this connection's exclusive queues
         self.peer_host = peer_host
         self.codecs = broker.codecs
         self.store = broker.store
-        self.codec = StompConnection(config.limits)
+        self.codec = StompConnection(config.limits if limits is None else limits)
         self.session_id = "session-" + secrets.token_urlsafe(12)
-        self.user: User | None = None
+        self.user: User | None = None  # set when CONNECTED is sent
         self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by CONNECT
         self.subscriptions = Subscriptions(self)
         connection.channels = self.subscriptions.describe  # the management API's /api/channels
@@ -102,34 +152,13 @@ class Session:
         self.transactions = Transactions()
         self.send_interval = 0.0  # seconds between our heart-beats; 0 = none
         self.receive_interval = 0.0  # seconds between the client's; 0 = not checked
-        now = trio.current_time()
-        self.last_received = self.last_sent = now
+        self.opened_at = self.last_received = self.last_sent = trio.current_time()
         self.published = False  # only publishers are blocked by resource alarms
-        self.transport_full = False
-        self.done = False  # nothing more to read; the adapter flushes and closes
-        self.close_reason = "client closed the connection"
         self._closing = False  # an ERROR was sent or DISCONNECT received: read nothing more
-        self._authz: set[tuple[str, str, str]] = set()
-        # (store ticket to wait for, receipt id or None, whether it ends the connection,
-        # what to do once it is sent: a held subscription's release)
-        self._receipts: collections.deque[
-            tuple[int | None, str | None, bool, Callable[[], None] | None]
-        ] = collections.deque()
-        self._receipt_ticket = 0
-        self._receipt_event = trio.Event()
-        self._queued = self._in_flight = 0
-        self._output = trio.Event()
-        self._opened = trio.Event()
-        subscriptions, transactions = self.subscriptions, self.transactions
-        self._handlers: dict[str, Any] = {  # bound methods: one call per frame, no wrapper
-            "SEND": self._send,
-            "UNSUBSCRIBE": subscriptions.unsubscribe,
-            "ACK": subscriptions.settle,
-            "NACK": subscriptions.settle,
-            "BEGIN": transactions.begin,
-            "COMMIT": self._commit,
-            "ABORT": transactions.abort,
-        }
+        # Made on first use, as an idle connection does not need them:
+        self._permissions: Permissions | None = None  # by `authorize`
+        self._handlers: dict[str, Any] | None = None  # by `_on_frame`
+        self._receipts: Receipts | None = None  # by `_add_receipt`
 
     @property
     def version(self) -> str:
@@ -169,75 +198,64 @@ class Session:
                 await self._connect(event)  # type: ignore[arg-type]
             else:
                 self._on_frame(event)  # type: ignore[arg-type]
-        self.flush_receipts()
-        self._wake()
+        receipts = self._receipts
+        if receipts:
+            receipts.flush()
+        if codec.has_output or self.done:
+            self.wake()
 
     def data_to_send(self) -> bytes:
-        data = self.codec.data_to_send()
-        if data:
+        data = SessionIO.data_to_send(self)
+        if data and self.send_interval:
             self.last_sent = trio.current_time()
-        self._in_flight = len(data)
-        self._queued = 0
         return data
-
-    def written(self) -> None:
-        """The adapter wrote the last `data_to_send`: resume subscriptions if it drained."""
-        self._in_flight = 0
-        if self.transport_full and self._queued < self.config.write_buffer // 2:
-            self._set_transport_full(False)
-
-    async def wait_output(self) -> None:
-        """Return once there is something to write, or the session is done."""
-        await self._output.wait()
-        self._output = trio.Event()
-
-    async def wait_opened(self) -> None:
-        await self._opened.wait()
 
     @property
     def reading_paused(self) -> bool:
         """Whether the adapter should stop reading: a publisher while a resource alarm is on."""
         return self.published and self.broker.alarms.blocked and not self._closing
 
-    def heartbeat_deadline(self) -> float:
-        """When `heartbeat_tick` should next run (inf when neither side asked for heart-beats)."""
-        deadline = float("inf")
+    def deadline(self) -> float:
+        """When `check_timers` must run next (Trio clock): the handshake deadline until a
+        CONNECT arrives, then (after CONNECTED) our next heart-beat or the client's last
+        chance (inf: neither)."""
+        if self.done:
+            return math.inf
+        if self.user is None:
+            if self.codec.state is not State.AWAIT_CONNECT:
+                return math.inf  # CONNECT came: ours to answer (the login may queue for scrypt)
+            return self.opened_at + self.config.handshake_timeout
+        deadline = math.inf
         if self.send_interval:
             deadline = self.last_sent + self.send_interval
         if self.receive_interval:
             deadline = min(deadline, self.last_received + 2 * self.receive_interval)
         return deadline
 
-    def heartbeat_tick(self, now: float) -> None:
-        """Send a heart-beat if we were quiet; give up on a client silent for two intervals."""
+    def check_timers(self, now: float) -> None:
+        """Close a connection that sent no CONNECT in time; send a heart-beat if we were
+        quiet; give up on a client silent for two of its intervals."""
+        if self.done:
+            return
+        if self.user is None:
+            if now >= self.deadline():
+                timeout = self.config.handshake_timeout
+                self.finish(f"no CONNECT frame within the handshake timeout ({timeout:g}s)")
+            return
         if self.reading_paused:
             self.last_received = now  # we are not reading: its heart-beats wait in the socket
         elif self.receive_interval and now - self.last_received >= 2 * self.receive_interval:
             self.finish(f"no heart-beat from the client for {2 * self.receive_interval:g}s")
             return
-        if self.send_interval and now - self.last_sent >= self.send_interval and self.can_send:
-            self.codec.send_heartbeat()
-            self.last_sent = now
-            self._wake()
+        if self.send_interval and now - self.last_sent >= self.send_interval:
+            self.last_sent = now  # the next one is due an interval on, sent or not
+            if self.can_send:
+                self.codec.send_heartbeat()
+                self.wake()
 
-    async def run_receipts(self) -> None:
-        """Send receipts of stored messages once the store made them durable (group commit)."""
-        while True:
-            await self._receipt_event.wait()
-            self._receipt_event = trio.Event()
-            try:
-                await self.store.wait_durable(self._receipt_ticket)
-            except KernelError as exc:
-                log.error("store failed to make STOMP messages durable: %s", exc)
-                receipt = self._receipts[0][1] if self._receipts else None
-                self._receipts.clear()
-                self.fail(
-                    "Message not stored",
-                    f"the broker could not store the message: {exc}",
-                    receipt_id=receipt,
-                )
-            self.flush_receipts()
-            self._wake()
+    def connection_lost(self, reason: str) -> None:
+        """The transport ended (EOF, reset) without DISCONNECT."""
+        self.finish(reason)
 
     def close_from_broker(self, reason: str) -> None:
         """The broker's closer (shutdown, vhost deleted, management): an ERROR, then close."""
@@ -246,12 +264,15 @@ class Session:
         else:
             self.finish(reason)
 
-    def abort(self, reason: str) -> None:
-        """Give up without a goodbye (handshake timeout)."""
-        self.finish(reason)
-
     def teardown(self) -> None:
-        """The connection ended: subscriptions cancelled, unsettled messages requeued."""
+        """The connection ended: subscriptions cancelled, unsettled messages requeued, no
+        more waiting for the store."""
+        self._release()
+        if self._receipts is not None:
+            self._receipts.cancel()
+
+    def _release(self) -> None:
+        """Cancel the subscriptions (requeueing what is unsettled) and the transactions."""
         self.subscriptions.release()
         self.transactions.clear()
 
@@ -260,35 +281,34 @@ class Session:
             self.done = True
             self.close_reason = reason
         self.teardown()
-        self._wake()
+        self.wake()
 
     # -- for subscriptions and the publisher -----------------------------------------------------
     def authorize(self, permission: Any, kind: str, name: str) -> None:
-        """broker.authorize, remembered per connection (RabbitMQ caches per connection too)."""
-        key = (str(permission), kind, name)
-        if key in self._authz:
-            return
-        assert self.user is not None
-        self.broker.authorize(self.user, self.vhost.name, permission, kind, name)
-        if len(self._authz) >= 256:
-            self._authz.clear()
-        self._authz.add(key)
+        """`broker.authorize`, remembered for the connection (core/session_open.py
+        `Permissions`, made at the first check); AccessRefused if not allowed."""
+        permissions = self._permissions
+        if permissions is None:
+            assert self.user is not None
+            permissions = Permissions(self.broker, self.user, self.vhost.name)
+            self._permissions = permissions
+        permissions.authorize(permission, kind, name)
 
     def send_message(self, frame: Frame, size: int) -> None:
         """Queue a MESSAGE frame; pause subscriptions once the output passes the write buffer."""
         self.codec.send(frame)
-        self._queued += size
-        if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
-            self._set_transport_full(True)
-        self._wake()
+        self.queued(size)
+        self.wake()
 
     def send_encoded_message(self, data: bytes, size: int) -> None:
         """`send_message` for a MESSAGE frame encoded from cached pieces (message_frames.py)."""
         self.codec.send_encoded("MESSAGE", data)
-        self._queued += size
-        if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
-            self._set_transport_full(True)
-        self._wake()
+        self.queued(size)
+        self.wake()
+
+    def transport_full_changed(self, full: bool) -> None:
+        """The write buffer filled (or drained): pause (or resume) the subscriptions."""
+        self.subscriptions.apply_suspension(full)
 
     def fail(
         self, message: str, detail: str, frame: Frame | None = None, receipt_id: str | None = None
@@ -307,15 +327,6 @@ class Session:
         self._closing = True
         self.finish(f"{message}: {detail}")
 
-    # -- internals ---------------------------------------------------------------------------
-    def _wake(self) -> None:
-        if not self._output.is_set():
-            self._output.set()
-
-    def _set_transport_full(self, full: bool) -> None:
-        self.transport_full = full
-        self.subscriptions.apply_suspension(full)
-
     def _add_receipt(
         self,
         receipt_id: str | None,
@@ -323,35 +334,18 @@ class Session:
         final: bool = False,
         then: Callable[[], None] | None = None,
     ) -> None:
-        self._receipts.append((ticket, receipt_id, final, then))
-        if ticket is not None and ticket > self.store.durable_ticket:
-            self._receipt_ticket = max(self._receipt_ticket, ticket)
-            self._receipt_event.set()
-
-    def flush_receipts(self) -> None:
-        """Send, in order, every receipt whose frame is settled (stored messages durable)."""
         receipts = self._receipts
-        if not receipts:
-            return
-        durable = self.store.durable_ticket
-        while receipts and self.can_send:
-            ticket, receipt_id, final, then = receipts[0]
-            if ticket is not None and ticket > durable:
-                break
-            receipts.popleft()
-            if receipt_id is not None:
-                self.codec.send(Frame("RECEIPT", (("receipt-id", receipt_id),)))
-            if then is not None:
-                then()
-            if final:
-                self.finish("client disconnected")
+        if receipts is None:
+            receipts = self._receipts = Receipts(self)
+        receipts.add(receipt_id, ticket, final, then)
 
+    # -- client frames ---------------------------------------------------------------------------
     def _on_frame(self, frame: Frame) -> None:
         """Any frame but CONNECT (the only one that waits, for the password check)."""
         command = frame.command
         if command == "DISCONNECT":
             self._closing = True
-            self.teardown()
+            self._release()  # its receipts may still wait for the store
             # Closes after the receipts asked for before it, with its own or without one.
             self._add_receipt(frame.get("receipt"), final=True)
             return
@@ -365,7 +359,10 @@ class Session:
                 ticket = None
                 then = self.subscriptions.subscribe(frame)  # held until its receipt is out
             else:
-                ticket = self._handlers[command](frame)
+                handlers = self._handlers
+                if handlers is None:
+                    handlers = self._make_handlers()
+                ticket = handlers[command](frame)
         except FrameError as exc:
             self.fail(exc.message, exc.detail, frame)
             return
@@ -376,47 +373,21 @@ class Session:
         if receipt is not None:
             self._add_receipt(receipt, ticket, then=then)
 
-    # -- CONNECT -------------------------------------------------------------------------------
-    async def _connect(self, frame: Frame) -> None:
-        broker = self.broker
-        try:
-            request = parse_connect(frame, self.config, cert_user(broker, self.connection))
-        except FrameError as exc:
-            self.fail(exc.message, exc.detail)
-            return
-        try:
-            user = await login(broker, request, self.peer_host)
-        except AccessRefused:
-            self.fail("Access refused", f"access refused for user '{request.login}'")
-            return
-        if self.done:
-            return  # closed (broker shutdown, handshake timeout) while the password was checked
-        try:
-            name = choose_vhost(request, broker.vhosts, self.config)
-            broker.users.check_vhost_access(user, name)
-            self.vhost = broker.vhost(name)
-        except FrameError as exc:
-            self.fail(exc.message, exc.detail)
-            return
-        except NotAllowed as exc:
-            self.fail("Access refused", exc.reply_text)
-            return
-        try:
-            broker.connections.admit(self.connection, request.login)
-        except NotAllowed as exc:
-            self.fail("Not allowed", exc.reply_text)
-            return
-        self.user = user
-        self.connection.vhost = name
-        self.send_interval = request.send_ms / 1000
-        self.receive_interval = request.receive_ms / 1000
-        self.codec.version = request.version  # before CONNECTED: later frames are read under it
-        self.codec.send(connected_frame(request, self.session_id))
-        self.last_received = self.last_sent = trio.current_time()  # the login took a while
-        self._opened.set()
-        self._wake()
+    def _make_handlers(self) -> dict[str, Any]:
+        """Bound methods by command: one call per frame, no wrapper (made at the first frame
+        after CONNECT, so an idle connection does not hold them)."""
+        subscriptions, transactions = self.subscriptions, self.transactions
+        self._handlers = {
+            "SEND": self._send,
+            "UNSUBSCRIBE": subscriptions.unsubscribe,
+            "ACK": subscriptions.settle,
+            "NACK": subscriptions.settle,
+            "BEGIN": transactions.begin,
+            "COMMIT": self._commit,
+            "ABORT": transactions.abort,
+        }
+        return self._handlers
 
-    # -- client frames ---------------------------------------------------------------------------
     def _send(self, frame: Frame) -> int | None:
         result = self.publisher.send(frame)
         if result.status is RouteStatus.REJECTED:
@@ -431,9 +402,55 @@ class Session:
 
     def _commit(self, frame: Frame) -> int | None:
         """Act on the transaction's frames in order; the receipt waits for the last stored one."""
+        handlers = self._handlers
+        assert handlers is not None  # COMMIT came through them
         ticket = None
         for held in self.transactions.commit(frame):
-            stored = self._handlers[held.command](held)
+            stored = handlers[held.command](held)
             if stored is not None:
                 ticket = stored
         return ticket
+
+    # -- CONNECT -------------------------------------------------------------------------------
+    async def _connect(self, frame: Frame) -> None:
+        """Answer CONNECT: the shared login flow (core/session_open.py), then CONNECTED; each
+        refusal an ERROR with the words STOMP clients have always had from herald."""
+        broker, connection = self.broker, self.connection
+        try:
+            request = parse_connect(frame, self.config, certificate_user(broker, connection))
+        except FrameError as exc:
+            self.fail(exc.message, exc.detail)
+            return
+        # A certificate's user: no credentials, `log_in` takes the certificate; anonymous:
+        # the configured default login and passcode, checked like any password.
+        credentials = (
+            Credentials(None)
+            if request.certificate
+            else Credentials(request.login, request.passcode)
+        )
+        try:
+            user = await log_in(broker, connection, self.peer_host, credentials)
+        except AccessRefused:
+            self.fail("Access refused", f"access refused for user '{request.login}'")
+            return
+        if self.done:
+            return  # closed (broker shutdown, handshake timeout) while the password was checked
+        try:
+            name = choose_vhost(request, broker.vhosts, self.config)
+            self.vhost = open_vhost(broker, connection, user, name)  # admitted by user name
+        except FrameError as exc:
+            self.fail(exc.message, exc.detail)
+            return
+        except UserConnectionLimit as exc:
+            self.fail("Not allowed", exc.reply_text)
+            return
+        except NotAllowed as exc:  # no access to the virtual host
+            self.fail("Access refused", exc.reply_text)
+            return
+        self.user = user
+        self.send_interval = request.send_ms / 1000
+        self.receive_interval = request.receive_ms / 1000
+        self.codec.version = request.version  # before CONNECTED: later frames are read under it
+        self.codec.send(connected_frame(request, self.session_id))
+        self.last_received = self.last_sent = trio.current_time()  # the login took a while
+        self.reschedule_timers()  # the first heart-beat may come before the handshake deadline

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -107,6 +107,8 @@ class Subscription:
 class Subscriptions:
     """One connection's subscriptions and unsettled deliveries (its `DeliverySink`)."""
 
+    __slots__ = ("_next", "by_id", "pending", "session")  # one per connection
+
     protocol = PROTOCOL
 
     def __init__(self, session: Session) -> None:
@@ -116,7 +118,7 @@ class Subscriptions:
         """Unsettled message ids, to the subscription that delivered them."""
         self._next = 0
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[Mapping[str, Any]]:
         """The subscriptions as the management API shows them (`Connection.channels`)."""
         return [
             {

@@ -23,6 +23,8 @@ TRANSACTIONAL: Final = frozenset({"SEND", "ACK", "NACK"})
 class Transactions:
     """One connection's open transactions, by id."""
 
+    __slots__ = ("_open",)  # one per connection
+
     def __init__(self) -> None:
         self._open: dict[str, list[Frame]] = {}
 

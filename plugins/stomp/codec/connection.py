@@ -119,6 +119,11 @@ class StompConnection:
             raise LocalProtocolError("cannot send a heart-beat: the connection sent ERROR")
         self._outgoing.append(b"\n")
 
+    @property
+    def has_output(self) -> bool:
+        """Whether anything is queued for `data_to_send`."""
+        return bool(self._outgoing)
+
     def data_to_send(self) -> bytes:
         """Everything queued since the last call, as one bytes object."""
         if not self._outgoing:

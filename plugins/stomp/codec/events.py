@@ -9,7 +9,7 @@ deals with the wire escapes of each version.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Final, overload
 
 import attrs
 
@@ -70,6 +70,10 @@ class Frame(Event):
     headers: Headers = attrs.field(default=(), converter=_as_pairs)
     body: bytes = b""
 
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: str) -> str: ...
     def get(self, name: str, default: str | None = None) -> str | None:
         """The value of the first `name` header (STOMP 1.2: the first repeated entry wins)."""
         for key, value in self.headers:

@@ -61,6 +61,19 @@ headers, body start, content-length or -1 when the body ends at the first NUL). 
 one is made per frame, and a NamedTuple costs several times as much."""
 
 
+_COMMAND_TABLES: dict[frozenset[str], dict[str, str]] = {}
+
+
+def _command_table(commands: Iterable[str]) -> dict[str, str]:
+    """Each command to itself (a read line maps to the interned name), one table per set of
+    commands: every connection's reader shares it, since each would cost ~460 bytes."""
+    key = frozenset(commands)
+    table = _COMMAND_TABLES.get(key)
+    if table is None:
+        table = _COMMAND_TABLES[key] = {command: command for command in key}
+    return table
+
+
 class FrameReader:
     """Frames and heart-beats from a byte stream, for the side that receives `commands`."""
 
@@ -87,7 +100,7 @@ class FrameReader:
         peer: str = "client",
     ) -> None:
         self._limits = limits
-        self._commands = {command: command for command in commands}
+        self._commands = _command_table(commands)
         self._peer = peer
         self._buffer = bytearray()
         self._head: _Head | None = None
@@ -284,9 +297,9 @@ class FrameReader:
         buffer = self._buffer
         nl = buffer.find(b"\n", 0, _MAX_COMMAND_LINE + 1)
         if nl < 0:
-            start = bytes(buffer[:_MAX_COMMAND_LINE]).decode("latin-1")
-            if size > _MAX_COMMAND_LINE or start not in _COMMAND_PREFIXES:  # TLS, HTTP...
-                raise LocalProtocolError(f"unknown command {start + '...'!r}")
+            line = bytes(buffer[:_MAX_COMMAND_LINE]).decode("latin-1")
+            if size > _MAX_COMMAND_LINE or line not in _COMMAND_PREFIXES:  # TLS, HTTP...
+                raise LocalProtocolError(f"unknown command {line + '...'!r}")
             return
         self._command(bytes(buffer[:nl]).decode("latin-1"), crlf)
         if size > limits.max_frame_size:
