@@ -171,6 +171,9 @@ async def _write(session: AdaptedSession, transport: Transport, ending: trio.Can
     all there was, so nothing of its own is cut short)."""
     idle = False
     while True:
+        # Let tasks already runnable (other connections' readers, whose publishes make
+        # deliveries) add to this write first: under load a write carries many deliveries.
+        await trio.lowlevel.cancel_shielded_checkpoint()
         data = session.data_to_send()
         if data:
             idle = False

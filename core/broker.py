@@ -271,6 +271,7 @@ class Broker:
         async with trio.open_nursery() as services:
             await services.start(self.timers.run)
             await services.start(self.memory.run)
+            await services.start(self.connections.watch_alarms, self.alarms)
             for service in self.plugins.services(self):
                 await services.start(service.run, self)
             await self._serve(task_status)

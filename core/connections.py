@@ -2,8 +2,10 @@
 
 Protocol plugins register each connection when it is accepted and unregister it when it ends.
 The registry logs one line for each (who, from where, why it closed), lets the management API
-list and close connections, removes exclusive queues with their owner, and drives the graceful
-part of shutdown: ask every connection to close, wait for them until a deadline.
+list and close connections, removes exclusive queues with their owner, drives the graceful
+part of shutdown (ask every connection to close, wait for them until a deadline), and tells
+the connections that ask (`Connection.alarms_changed`) when the broker's resource alarms
+change, from one task (`watch_alarms`) rather than one per connection.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from herald.core.errors import HeraldError, NotAllowed
 if TYPE_CHECKING:
     from herald.core.broker import Broker
     from herald.core.cert_login import TLSPeer
+    from herald.core.flow import Alarms
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,9 @@ class Connection:
     channels: Callable[[], list[Mapping[str, Any]]] | None = None
     # The client's verified TLS certificate (None: not TLS); read at login (core/cert_login.py).
     tls: TLSPeer | None = None
+    # Called with the active alarms when the broker's resource alarms change (AMQP's
+    # connection.blocked); must not block. None: the protocol does not want to know.
+    alarms_changed: Callable[[frozenset[str]], None] | None = None
 
     def close(self, reason: str) -> None:
         if self.closer is not None:
@@ -147,6 +153,23 @@ class ConnectionRegistry:
         )
         if not self._open:
             self._empty.set()
+
+    async def watch_alarms(
+        self, alarms: Alarms, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Call each connection's `alarms_changed` when `alarms` change, until cancelled: one
+        task for the broker; a failing callback is logged and the others still run."""
+        task_status.started()
+        while True:
+            active = await alarms.wait_changed()
+            for connection in list(self._open.values()):
+                callback = connection.alarms_changed
+                if callback is None:
+                    continue
+                try:
+                    callback(active)
+                except Exception:
+                    log.exception("telling %r of the alarms failed", connection)
 
     async def close_all(self, reason: str, timeout: float) -> bool:
         """Ask every connection to close; True if all were gone within `timeout` seconds."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -81,3 +82,26 @@ async def test_broker_memory_monitor_uses_configured_watermark(kernel: Broker) -
     assert monitor.check() is True and kernel.alarms.blocked
     monitor.sampler = lambda: 0
     assert monitor.check() is False and not kernel.alarms.blocked
+
+
+async def test_the_registry_tells_connections_that_ask_when_alarms_change(
+    kernel: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One watcher task for the broker (ConnectionRegistry.watch_alarms), not one per
+    connection; a failing callback is logged and the others still hear."""
+    heard: list[frozenset[str]] = []
+
+    def fails(active: frozenset[str]) -> None:
+        raise RuntimeError("boom")
+
+    first, second, silent = (kernel.connections.open("test", "peer") for _ in range(3))
+    first.alarms_changed = fails
+    second.alarms_changed = heard.append
+    kernel.alarms.set("memory", True)
+    await trio.testing.wait_all_tasks_blocked()
+    kernel.alarms.set("memory", False)
+    await trio.testing.wait_all_tasks_blocked()
+    assert heard == [frozenset({"memory"}), frozenset()]
+    assert "telling <Connection #1 test peer> of the alarms failed" in caplog.text
+    for connection in (first, second, silent):
+        kernel.connections.close(connection)
