@@ -2,15 +2,18 @@
 consumer, and a consumer that never reads its socket.
 
     python benchmarks/floods.py [--connections 10000] [--publish-mb 300] [--watermark-mb 250]
-                                [--scenarios idle-mqtt,idle-stomp,no-consumer,stuck-consumer]
+                                [--scenarios idle-amqp,idle-mqtt,idle-stomp,no-consumer,
+                                             stuck-consumer]
 
 Prints one JSON object. Each scenario starts its own `herald run` (commit-log store in a
 temporary data dir, AMQP, MQTT and STOMP on free ports of 127.0.0.1, the memory high watermark
 at `watermark_mb`, sampled every 0.2 s) and reads the broker's RSS with psutil:
 
-- idle-mqtt / idle-stomp: `connections` MQTT 3.1.1 clients (raw sockets, CONNECT / CONNACK,
-  keep alive 600 s), or as many STOMP 1.2 clients (CONNECT / CONNECTED), all held open; RSS
-  before, with them all open, and per connection; how long opening them took.
+- idle-amqp / idle-mqtt / idle-stomp: `connections` AMQP 0-9-1 clients (raw sockets, the
+  handshake to connection.open-ok with heartbeat 600 s, then channel 1 opened), MQTT 3.1.1
+  clients (CONNECT / CONNACK, keep alive 600 s), or STOMP 1.2 clients (CONNECT / CONNECTED),
+  all held open; RSS before, with them all open, and per connection; how long opening them
+  took.
 - no-consumer: pika publishes `publish_mb` of transient 1 KiB messages to a queue nobody
   consumes, as fast as the broker lets it (paging and the memory alarm must hold RSS near the
   watermark: `connection.blocked` pauses the publisher); RSS sampled every 0.25 s.
@@ -39,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 import pika
+import pika.frame
+import pika.spec
 import psutil
 import trio
 
@@ -118,6 +123,40 @@ def mqtt_connect_packet(client_id: str) -> bytes:
 
 STOMP_CONNECT = b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\0"
 
+# What an AMQP client sends, each step after the server's answer (pika's encoder, not herald's).
+AMQP_STEPS = [
+    (b"AMQP\x00\x00\x09\x01", pika.spec.Connection.Start),
+    (
+        pika.frame.Method(
+            0, pika.spec.Connection.StartOk({}, "PLAIN", b"\0guest\0guest", "en_US")
+        ).marshal(),
+        pika.spec.Connection.Tune,
+    ),
+    (
+        pika.frame.Method(0, pika.spec.Connection.TuneOk(2047, 131072, 600)).marshal()
+        + pika.frame.Method(0, pika.spec.Connection.Open("/")).marshal(),
+        pika.spec.Connection.OpenOk,
+    ),
+    (pika.frame.Method(1, pika.spec.Channel.Open()).marshal(), pika.spec.Channel.OpenOk),
+]
+
+
+async def amqp_handshake(stream: trio.SocketStream) -> None:
+    """connection.open-ok and channel 1 open, as an idle client leaves it."""
+    buffer = b""
+    for data, answer in AMQP_STEPS:
+        await stream.send_all(data)
+        while True:
+            consumed, frame = pika.frame.decode_frame(buffer)
+            if frame is None:
+                chunk = await stream.receive_some(4096)
+                assert chunk, "the server closed the connection"
+                buffer += chunk
+                continue
+            buffer = buffer[consumed:]
+            if isinstance(frame, pika.frame.Method) and isinstance(frame.method, answer):
+                break
+
 
 async def open_idle(port: int, count: int, protocol: str, held: list[trio.SocketStream]) -> None:
     limiter = trio.CapacityLimiter(200)  # connects in flight at once
@@ -125,7 +164,9 @@ async def open_idle(port: int, count: int, protocol: str, held: list[trio.Socket
     async def one(n: int) -> None:
         async with limiter:
             stream = await trio.open_tcp_stream("127.0.0.1", port)
-            if protocol == "mqtt":
+            if protocol == "amqp":
+                await amqp_handshake(stream)
+            elif protocol == "mqtt":
                 await stream.send_all(mqtt_connect_packet(f"idle-{n}"))
                 reply = await stream.receive_some(4)
                 assert reply[:1] == b"\x20" and reply[3:4] == b"\x00", reply
@@ -233,7 +274,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         base = Path(tempfile.mkdtemp(prefix="herald-floods-"))
         herald = Herald(base / "data", args.watermark_mb)
         try:
-            if scenario in ("idle-mqtt", "idle-stomp"):
+            if scenario in ("idle-amqp", "idle-mqtt", "idle-stomp"):
                 protocol = scenario.removeprefix("idle-")
                 results[scenario] = await idle_scenario(herald, args.connections, protocol)
             elif scenario == "no-consumer":
@@ -257,7 +298,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=10_000)
     parser.add_argument("--publish-mb", type=int, default=300)
     parser.add_argument("--watermark-mb", type=int, default=250)
-    parser.add_argument("--scenarios", default="idle-mqtt,idle-stomp,no-consumer,stuck-consumer")
+    parser.add_argument(
+        "--scenarios", default="idle-amqp,idle-mqtt,idle-stomp,no-consumer,stuck-consumer"
+    )
     return parser.parse_args(argv)
 
 

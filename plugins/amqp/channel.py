@@ -3,14 +3,17 @@
 A channel turns each method it receives into one kernel call and one reply. Consuming
 (`consumers.py`) and publishing (`publisher.py`) live in their own classes; this module owns
 exchange and queue declarations, the queue-name shortcuts of the spec, the permission checks
-RabbitMQ makes, and closing: on a channel error it releases everything at once (unacked
-messages go back to their queues), sends channel.close and then ignores every frame but
-channel.close / close-ok, as RabbitMQ does.
+RabbitMQ makes (through the connection's `Permissions`, core/session_open.py), and closing:
+on a channel error it releases everything at once (unacked messages go back to their queues),
+sends channel.close and then ignores every frame but channel.close / close-ok, as RabbitMQ
+does. Methods are dispatched through one table for every channel (`_HANDLERS`).
 """
 
 from __future__ import annotations
 
 import enum
+import operator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from herald.core.auth import PermissionKind
@@ -56,8 +59,7 @@ from herald.plugins.amqp.consumers import REPLY_TO, ChannelConsumers
 from herald.plugins.amqp.publisher import ChannelPublisher
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from herald.core.session_open import Permissions
     from herald.plugins.amqp.codec.events import Message as PublishEvent
     from herald.plugins.amqp.session import Session
 
@@ -72,38 +74,18 @@ class ChannelState(enum.Enum):
 class Channel:
     """A channel of one connection."""
 
+    __slots__ = ("consumers", "id", "last_queue", "permissions", "publisher", "session", "state")
+
     def __init__(self, session: Session, channel_id: int) -> None:
+        permissions = session.permissions
+        assert permissions is not None  # channels open after connection.open
         self.session = session
+        self.permissions: Permissions = permissions
         self.id = channel_id
         self.state = ChannelState.OPEN
         self.last_queue: str | None = None  # the spec's "current queue" for "" shortcuts
         self.consumers = ChannelConsumers(self)
         self.publisher = ChannelPublisher(self)
-        consumers, publisher = self.consumers, self.publisher
-        self._handlers: dict[type[Method], Callable[[Any], None]] = {
-            ExchangeDeclare: self._exchange_declare,
-            ExchangeDelete: self._exchange_delete,
-            ExchangeBind: self._exchange_bind,
-            ExchangeUnbind: self._exchange_unbind,
-            QueueDeclare: self._queue_declare,
-            QueueBind: self._queue_bind,
-            QueueUnbind: self._queue_unbind,
-            QueuePurge: self._queue_purge,
-            QueueDelete: self._queue_delete,
-            ChannelFlow: self._flow,
-            BasicQos: consumers.qos,
-            BasicConsume: consumers.consume,
-            BasicCancel: consumers.cancel,
-            BasicGet: consumers.get,
-            BasicAck: consumers.ack,
-            BasicNack: consumers.nack,
-            BasicReject: consumers.reject,
-            BasicRecover: consumers.recover,
-            BasicRecoverAsync: consumers.recover,
-            ConfirmSelect: publisher.confirm_select,
-            TxSelect: publisher.tx_select,
-            TxRollback: publisher.tx_rollback,
-        }
 
     def __repr__(self) -> str:
         return f"<Channel {self.id} {self.state.value}>"
@@ -115,10 +97,10 @@ class Channel:
     # -- dispatch ----------------------------------------------------------------------------
     def handle(self, method: Method) -> None:
         """Run one method; kernel errors propagate to the session, which closes accordingly."""
-        handler = self._handlers.get(type(method))
+        handler = _HANDLERS.get(type(method))
         if handler is None:  # tx.commit never gets here: the session awaits it
             raise RemoteProtocolError(f"{method.NAME} is not valid on a channel", 503)
-        handler(method)
+        handler(self, method)
 
     def publish(self, event: PublishEvent) -> None:
         self.publisher.publish(event)
@@ -137,7 +119,8 @@ class Channel:
         return self.last_queue
 
     def check(self, permission: PermissionKind, kind: str, name: str) -> None:
-        self.session.authorize(permission, kind, name)
+        """AccessRefused (403) unless the connection's user may (answers are cached)."""
+        self.permissions.authorize(permission, kind, name)
 
     # -- exchanges ---------------------------------------------------------------------------
     def _exchange_declare(self, method: ExchangeDeclare) -> None:
@@ -272,3 +255,44 @@ class Channel:
         self.state = ChannelState.CLOSING
         self.release()
         self.session.send_method(self.id, ChannelCloseOk())
+
+
+_Handler = Callable[[Channel, Any], None]
+
+
+def _of(part: Callable[[Channel], Any], handler: Callable[[Any, Any], None]) -> _Handler:
+    """A handler of the channel's consumers or publisher, called with the channel."""
+
+    def call(channel: Channel, method: Any) -> None:
+        handler(part(channel), method)
+
+    return call
+
+
+_consumers = operator.attrgetter("consumers")
+_publisher = operator.attrgetter("publisher")
+_HANDLERS: dict[type[Method], _Handler] = {
+    # One table for every channel, not a dict of bound methods in each.
+    ExchangeDeclare: Channel._exchange_declare,
+    ExchangeDelete: Channel._exchange_delete,
+    ExchangeBind: Channel._exchange_bind,
+    ExchangeUnbind: Channel._exchange_unbind,
+    QueueDeclare: Channel._queue_declare,
+    QueueBind: Channel._queue_bind,
+    QueueUnbind: Channel._queue_unbind,
+    QueuePurge: Channel._queue_purge,
+    QueueDelete: Channel._queue_delete,
+    ChannelFlow: Channel._flow,
+    BasicQos: _of(_consumers, ChannelConsumers.qos),
+    BasicConsume: _of(_consumers, ChannelConsumers.consume),
+    BasicCancel: _of(_consumers, ChannelConsumers.cancel),
+    BasicGet: _of(_consumers, ChannelConsumers.get),
+    BasicAck: _of(_consumers, ChannelConsumers.ack),
+    BasicNack: _of(_consumers, ChannelConsumers.nack),
+    BasicReject: _of(_consumers, ChannelConsumers.reject),
+    BasicRecover: _of(_consumers, ChannelConsumers.recover),
+    BasicRecoverAsync: _of(_consumers, ChannelConsumers.recover),
+    ConfirmSelect: _of(_publisher, ChannelPublisher.confirm_select),
+    TxSelect: _of(_publisher, ChannelPublisher.tx_select),
+    TxRollback: _of(_publisher, ChannelPublisher.tx_rollback),
+}

@@ -8,40 +8,10 @@ reader keeps reading after close-ok (up to 30 s there).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import attrs
 
-from herald.core.config import InvalidValue
+from herald.core import validators
 from herald.plugins.amqp.codec.constants import FRAME_MIN_SIZE
-
-
-def _port(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-    if not 0 <= value <= 65535:
-        raise InvalidValue(f"expected 0..65535, got {value!r}", attribute.name)
-
-
-def _at_least(minimum: int) -> Callable[[object, attrs.Attribute, int], None]:
-    def check(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-        if value < minimum:
-            raise InvalidValue(f"must be at least {minimum}, got {value!r}", attribute.name)
-
-    return check
-
-
-def _frame_max(_inst: object, attribute: attrs.Attribute, value: int) -> None:
-    if value < FRAME_MIN_SIZE:
-        raise InvalidValue(f"must be at least {FRAME_MIN_SIZE}, got {value!r}", attribute.name)
-
-
-def _positive(_inst: object, attribute: attrs.Attribute, value: float) -> None:
-    if not value > 0:
-        raise InvalidValue(f"must be more than 0, got {value!r}", attribute.name)
-
-
-def _not_negative(_inst: object, attribute: attrs.Attribute, value: float) -> None:
-    if not value >= 0:
-        raise InvalidValue(f"must be 0 or more, got {value!r}", attribute.name)
 
 
 @attrs.frozen
@@ -50,25 +20,27 @@ class AMQPConfig:
 
     host: str = "0.0.0.0"
     """Address to bind; "0.0.0.0" is every IPv4 interface (RabbitMQ's default)."""
-    port: int = attrs.field(default=5672, validator=_port)
-    tls_port: int = attrs.field(default=5671, validator=_port)
+    port: int = attrs.field(default=5672, validator=validators.port)
+    tls_port: int = attrs.field(default=5671, validator=validators.port)
     """The AMQPS listener's port, served on `host` when `[tls]` has a certificate."""
-    frame_max: int = attrs.field(default=131072, validator=_frame_max)
-    """The largest frame offered in connection.tune (clients may ask for less)."""
-    channel_max: int = attrs.field(default=2047, validator=[_at_least(1), _port])
-    heartbeat: int = attrs.field(default=60, validator=_at_least(0))
+    frame_max: int = attrs.field(default=131072, validator=validators.at_least(FRAME_MIN_SIZE))
+    """The largest frame offered in connection.tune (clients may ask for less; the spec's
+    smallest, 4096 bytes, is the floor)."""
+    channel_max: int = attrs.field(default=2047, validator=validators.between(1, 65535))
+    heartbeat: int = attrs.field(default=60, validator=validators.at_least(0))
     """Seconds offered in connection.tune; 0 disables heartbeats unless the client asks."""
-    handshake_timeout: float = attrs.field(default=10.0, validator=_positive)
+    handshake_timeout: float = attrs.field(default=10.0, validator=validators.positive)
     """Seconds a client has from connecting to connection.open."""
-    close_timeout: float = attrs.field(default=3.0, validator=_positive)
-    """Seconds the server waits for close-ok after sending connection.close."""
-    close_linger: float = attrs.field(default=3.0, validator=_not_negative)
+    close_timeout: float = attrs.field(default=3.0, validator=validators.positive)
+    """Seconds the server waits for close-ok after sending connection.close, and a connection
+    that ended has to write its last frames."""
+    close_linger: float = attrs.field(default=3.0, validator=validators.not_negative)
     """Seconds the socket stays open after the last frame (close-ok sent or received, or the
     connection.close of a frame that did not parse): the server shuts its sending side and
     drops what the client still sends until it closes; 0 closes at once."""
-    max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=_at_least(1))
+    max_message_size: int = attrs.field(default=16 * 1024 * 1024, validator=validators.at_least(1))
     """Bodies larger than this are refused with 406 (RabbitMQ 4's default, 16 MiB)."""
-    default_prefetch: int = attrs.field(default=0, validator=_at_least(0))
+    default_prefetch: int = attrs.field(default=0, validator=validators.at_least(0))
     """Per-consumer prefetch of consumers created before any basic.qos (0 = unlimited)."""
-    write_buffer: int = attrs.field(default=1024 * 1024, validator=_at_least(4096))
+    write_buffer: int = attrs.field(default=1024 * 1024, validator=validators.at_least(4096))
     """Bytes of deliveries waiting for the socket above which consumers are suspended."""

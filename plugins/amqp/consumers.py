@@ -62,6 +62,20 @@ class ChannelConsumers:
     """A channel's consumers and unacknowledged deliveries."""
 
     protocol = PROTOCOL
+    __slots__ = (
+        "_held",
+        "_holders",
+        "by_tag",
+        "channel",
+        "flow_active",
+        "next_tag",
+        "prefetch_bytes",
+        "prefetch_count",
+        "reply_queue",
+        "session",
+        "shared",
+        "unacked",
+    )
 
     def __init__(self, channel: Channel) -> None:
         self.channel = channel

@@ -1,15 +1,18 @@
 """The opening of a connection: start, start-ok (login), tune, tune-ok, open.
 
 Each step expects one method (`expected`); anything else before connection.open is refused
-with 503 COMMAND_INVALID. Login goes through `broker.authenticate` with the peer's address
-(so loopback-only users work); a refusal is answered with connection.close 403, which clients
-that advertise `authentication_failure_close` (and pika, whatever it advertises) report as an
-authentication error. connection.open checks the vhost exists and the user may use it (530).
+with 503 COMMAND_INVALID. The session-opening flow is the kernel's, shared by every protocol
+(core/session_open.py); what stays here is AMQP's side of it: the SASL mechanisms and their
+responses, and the replies. Login (`log_in`, with the peer's address, so loopback-only users
+work) refused is answered with connection.close 403, which clients that advertise
+`authentication_failure_close` (and pika, whatever it advertises) report as an authentication
+error. connection.open (`open_vhost`: the vhost exists, the user may use it, the per-user
+connection limit admits one more) refused is 530, where RabbitMQ checks them too.
 
-With `tls.cert_login` on and a verified client certificate naming a user, EXTERNAL is offered
-first (RabbitMQ's rabbitmq_auth_mechanism_ssl): its start-ok, with an empty response, logs in
-as that user without a password (core/cert_login.py). PLAIN and AMQPLAIN stay on offer; a
-mechanism that was not offered is refused with 503, as an unknown one.
+With `tls.cert_login` on and a verified client certificate naming a user
+(`certificate_user`), EXTERNAL is offered first (RabbitMQ's rabbitmq_auth_mechanism_ssl): its
+start-ok, with an empty response, logs in as that user without a password. PLAIN and AMQPLAIN
+stay on offer; a mechanism that was not offered is refused with 503, as an unknown one.
 """
 
 from __future__ import annotations
@@ -17,8 +20,15 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from herald.core import cert_login
+from herald.core.cert_login import EXTERNAL
 from herald.core.errors import AccessRefused, KernelError, LocalProtocolError
+from herald.core.session_open import (
+    Credentials,
+    Permissions,
+    certificate_user,
+    log_in,
+    open_vhost,
+)
 from herald.core.version import herald_version
 from herald.plugins.amqp.codec import ReplyCode
 from herald.plugins.amqp.codec.fields import decode_table
@@ -47,6 +57,10 @@ CAPABILITIES = (
     "per_consumer_qos",
     "direct_reply_to",
 )
+_OFFERED = frozenset(CAPABILITIES)
+_SHARED: dict[frozenset[str], frozenset[str]] = {}
+"""One object per set of capabilities clients asked for (of ours: at most 2**9 sets), so
+thousands of connections of the same client library share one."""
 
 
 def server_properties(node_name: str) -> dict[str, Any]:
@@ -63,20 +77,20 @@ def server_properties(node_name: str) -> dict[str, Any]:
 class Handshake:
     """Drives one session from the protocol header to connection.open-ok."""
 
+    __slots__ = ("expected", "mechanisms", "session")
+
     def __init__(self, session: Session) -> None:
         self.session = session
         self.expected: type[Method] | None = None  # None: not started, or done
-        self.mechanisms = MECHANISMS
-        self.cert_user: str | None = None  # the user a verified client certificate names
+        self.mechanisms: tuple[bytes, ...] = MECHANISMS
 
     def start(self) -> None:
         session = self.session
         broker = session.broker
         properties = server_properties(broker.config.broker.node_name)
         # The protocol header came over TLS, so its handshake is done: the certificate is known.
-        self.cert_user = cert_login.certificate_user(broker.config.tls, session.connection.tls)
-        if self.cert_user is not None:
-            self.mechanisms = (cert_login.EXTERNAL.encode(), *MECHANISMS)
+        if certificate_user(broker, session.connection) is not None:
+            self.mechanisms = (EXTERNAL.encode(), *MECHANISMS)
         mechanisms = b" ".join(self.mechanisms)
         session.send_method(0, ConnectionStart(0, 9, properties, mechanisms, b"en_US"))
         self.expected = ConnectionStartOk
@@ -97,7 +111,8 @@ class Handshake:
         client = method.client_properties
         capabilities = client.get("capabilities")
         if isinstance(capabilities, dict):
-            session.capabilities = frozenset(k for k, v in capabilities.items() if v is True)
+            asked = _OFFERED.intersection(k for k, v in capabilities.items() if v is True)
+            session.capabilities = _SHARED.setdefault(asked, asked)
         product = client.get("product")
         session.connection.client = product if isinstance(product, str) else None
         mechanism = method.mechanism
@@ -106,12 +121,13 @@ class Handshake:
             session.close(ReplyCode.COMMAND_INVALID, reason, ConnectionStartOk)
             return
         try:
-            if mechanism == cert_login.EXTERNAL and self.cert_user is not None:
-                user = cert_login.login(session.broker.users, self.cert_user, session.peer_host)
+            if mechanism == EXTERNAL:  # offered: the certificate names the user
+                given = Credentials(None, mechanism=EXTERNAL)
             else:
                 username, password = credentials(mechanism, method.response)
-                user = await session.broker.authenticate(username, password, session.peer_host)
-        except AccessRefused:
+                given = Credentials(username, password, mechanism)
+            user = await log_in(session.broker, session.connection, session.peer_host, given)
+        except AccessRefused:  # LoginRefused, or a response that does not parse
             session.close(
                 ReplyCode.ACCESS_REFUSED,
                 f"Login was refused using authentication mechanism {mechanism}."
@@ -130,27 +146,23 @@ class Handshake:
         session = self.session
         if method.channel_max:
             session.channel_max = min(method.channel_max, session.config.channel_max)
-        session.heartbeat = method.heartbeat
+        session.start_heartbeats(method.heartbeat)
         self.expected = ConnectionOpen
 
     def _open(self, method: ConnectionOpen) -> None:
         session = self.session
-        broker, name = session.broker, method.virtual_host
+        broker, name, user = session.broker, method.virtual_host, session.user
+        assert user is not None  # start-ok logged in
         try:
-            vhost = broker.vhost(name)
-            assert session.user is not None
-            broker.users.check_vhost_access(session.user, name)
-            # Counted at connection.open, where RabbitMQ checks its limits too: a refusal
-            # then reads as 530 to clients, not as a failed login.
-            broker.connections.admit(session.connection, session.user.name)
+            # Counted here, where RabbitMQ checks its limits too: a refusal then reads as 530
+            # to clients, not as a failed login.
+            vhost = open_vhost(broker, session.connection, user, name)
         except KernelError as exc:
             session.close(exc.reply_code, exc.reply_text, ConnectionOpen)
             return
         self.expected = None
-        session.vhost = vhost
-        session.connection.vhost = name
         session.send_method(0, ConnectionOpenOk())
-        session.opened()
+        session.opened(vhost, Permissions(broker, user, name))
 
 
 def credentials(mechanism: str, response: bytes) -> tuple[str, str]:

@@ -15,7 +15,7 @@ settles the acks, waits until the stored ones are durable and answers commit-ok.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
@@ -26,6 +26,7 @@ from herald.plugins.amqp.codec.events import Delivery
 from herald.plugins.amqp.codec.methods import (
     BasicAck,
     BasicNack,
+    BasicPublish,
     BasicReturn,
     ConfirmSelect,
     ConfirmSelectOk,
@@ -61,19 +62,30 @@ class _Buffered:
 class ChannelPublisher:
     """A channel's publishes, confirms and transaction."""
 
+    __slots__ = (
+        "channel",
+        "next_seq",
+        "pending",
+        "session",
+        "tx",
+        "tx_publishes",
+        "tx_settlements",
+    )
+
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.session = channel.session
-        self.confirm = False
         self.next_seq = 0
-        self.pending: collections.deque[tuple[int, int | None, bool]] = collections.deque()
+        # Confirm mode's records, (sequence, store ticket or None, ack); None until
+        # confirm.select (most channels never ask, and an empty deque is 600 bytes).
+        self.pending: collections.deque[tuple[int, int | None, bool]] | None = None
         self.tx = False
         self.tx_publishes: list[_Buffered] = []
         self.tx_settlements: list[tuple[Settlement, bool, bool]] = []
 
     # -- basic.publish -----------------------------------------------------------------------
     def publish(self, event: PublishEvent) -> None:
-        method = event.method
+        method = cast(BasicPublish, event.method)  # a Message's method is basic.publish
         session = self.session
         if method.immediate:  # dropped from RabbitMQ 3.0 on, with this answer
             raise RemoteProtocolError("immediate=true", 540)
@@ -109,26 +121,35 @@ class ChannelPublisher:
             method = BasicReturn(NO_ROUTE, "NO_ROUTE", message.exchange, message.routing_key)
             session.send_delivery(Delivery(self.channel.id, method, raw_properties, body))
         ticket = result.ticket
-        if self.confirm:
+        pending = self.pending
+        if pending is not None:  # confirm mode
             self.next_seq += 1
             if status is _REJECTED:
-                self.pending.append((self.next_seq, None, False))
+                pending.append((self.next_seq, None, False))
             else:
-                self.pending.append((self.next_seq, ticket, True))
+                pending.append((self.next_seq, ticket, True))
                 if ticket is not None:
                     session.confirm_after(ticket)
         return ticket
 
     # -- confirms ----------------------------------------------------------------------------
+    @property
+    def confirm(self) -> bool:
+        """Whether the channel is in confirm mode (confirm.select)."""
+        return self.pending is not None
+
     def confirm_select(self, method: ConfirmSelect) -> None:
         if self.tx:
             raise PreconditionFailed("cannot switch from tx to confirm mode")
-        self.confirm = True
+        if self.pending is None:
+            self.pending = collections.deque()
         self.channel.reply(ConfirmSelectOk(), method.nowait)
 
     def flush_confirms(self, durable_ticket: int) -> None:
         """Send every confirm whose publish is settled, in order, acks batched."""
         pending = self.pending
+        if not pending:
+            return
         send, channel_id = self.session.send_method, self.channel.id
         first = last = None  # the run of acks not yet sent
         while pending:
@@ -150,6 +171,8 @@ class ChannelPublisher:
 
     def fail_confirms(self, ticket: int) -> None:
         """The store could not make `ticket` durable: nack every publish waiting on it."""
+        if self.pending is None:
+            return
         self.pending = collections.deque(
             (seq, None, False) if t is not None and t <= ticket else (seq, t, ok)
             for seq, t, ok in self.pending
@@ -198,4 +221,5 @@ class ChannelPublisher:
         """The channel closes: uncommitted work is dropped, its acks return to unacked."""
         self.tx_publishes = []
         self._restore_settlements()
-        self.pending.clear()
+        if self.pending is not None:
+            self.pending.clear()

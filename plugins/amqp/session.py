@@ -1,24 +1,27 @@
 """One AMQP 0-9-1 connection's protocol state machine, over the sans-IO codec.
 
-The session owns everything the protocol decides: the handshake (start, start-ok through
-`broker.authenticate`, tune, open through the vhost checks), channels and their errors,
+The session owns everything the protocol decides: the handshake (handshake.py: start, start-ok
+and open through the kernel's session-opening flow, tune), channels and their errors,
 connection.close in both directions, heartbeats (what to send, when the peer is dead),
 connection.blocked, publisher confirms waiting on the store, and output backpressure. It does
-no I/O: the trio adapter (server.py) feeds it bytes (`receive`), writes what it produced
-(`data_to_send`, signalled by `wait_output`), and runs its timers.
+no I/O: the shared adapter (core/adapter.py) feeds it bytes (`receive`) and writes what it
+produced (`SessionIO`, core/session_io.py); its deadlines (handshake timeout, heartbeats, the
+close-ok deadline) are one entry in the kernel's heap of connection deadlines (`deadline` /
+`check_timers`), and a wait for durability runs as a task only while confirms are owed.
 
 Errors follow RabbitMQ: a kernel error that is not connection-level closes only its channel
 (channel.close with the reply code and the offending method's ids); a connection-level one or
 a protocol error closes the connection (connection.close, then the socket once close-ok comes
 back or `close_timeout` passes). A frame the codec cannot parse leaves it unusable, so then the
 connection.close is written and the session ends at once. Whatever follows the last frame
-(close-ok sent or received, or that connection.close) is never parsed: `linger` tells the
+(close-ok sent or received, or that connection.close) is never parsed: `lingers` tells the
 adapter to drop it while the client reads the goodbye, rather than reset the connection.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -29,6 +32,7 @@ from herald.core.errors import (
     PreconditionFailed,
     RemoteProtocolError,
 )
+from herald.core.session_io import SessionIO
 from herald.plugins.amqp.channel import Channel, ChannelState
 from herald.plugins.amqp.codec import (
     NEED_DATA,
@@ -59,9 +63,12 @@ from herald.plugins.amqp.codec.methods import (
 from herald.plugins.amqp.handshake import Handshake
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from herald.core.auth import User
     from herald.core.broker import Broker
     from herald.core.connections import Connection
+    from herald.core.session_open import Permissions
     from herald.core.vhost import VirtualHost
     from herald.plugins.amqp.config import AMQPConfig
 
@@ -69,6 +76,7 @@ log = logging.getLogger(__name__)
 
 _SENDING = frozenset({ConnectionState.HANDSHAKE, ConnectionState.TUNED, ConnectionState.OPEN})
 _DELIVERY_OVERHEAD = 64  # frame headers and the method frame of one delivery, roughly
+_NO_CAPABILITIES: frozenset[str] = frozenset()  # shared: an empty frozenset is no singleton
 
 
 def reply_text(code: int, text: str) -> str:
@@ -81,12 +89,44 @@ def reply_text(code: int, text: str) -> str:
     return full[:255].decode(errors="ignore")
 
 
-class Session:
+class Session(SessionIO):
     """The AMQP side of one client connection."""
+
+    __slots__ = (
+        "_blocked_sent",
+        "_close_by",
+        "_closing",
+        "_confirm_ticket",
+        "_confirming",
+        "_handshake_by",
+        "_next_heartbeat",
+        "_opened",
+        "broker",
+        "capabilities",
+        "channel_max",
+        "channels",
+        "codecs",
+        "config",
+        "connection",
+        "handshake",
+        "heartbeat",
+        "last_received",
+        "linger",
+        "peer_host",
+        "permissions",
+        "published",
+        "store",
+        "user",
+        "user_name",
+        "vhost",
+    )
+
+    codec: AMQPConnection
 
     def __init__(
         self, broker: Broker, config: AMQPConfig, connection: Connection, peer_host: str | None
     ) -> None:
+        super().__init__(config.write_buffer)
         self.broker = broker
         self.config = config
         self.connection = connection  # also the owner of this connection's exclusive queues
@@ -99,27 +139,26 @@ class Session:
         self.user: User | None = None
         self.user_name = ""
         self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by connection.open
-        self.capabilities: frozenset[str] = frozenset()
+        self.permissions: Permissions | None = None  # set by connection.open
+        self.capabilities = _NO_CAPABILITIES
         self.channel_max = config.channel_max
         self.heartbeat = 0  # negotiated seconds; 0 = none
         self.published = False  # RabbitMQ blocks only connections that publish
-        self.transport_full = False
-        self.done = False  # nothing more to read; the adapter flushes and closes
+        self._opened = False  # connection.open-ok went out
         self.linger = False  # ended by a goodbye frame: the adapter drains input before closing
-        self.close_reason = "client closed the connection"
-        self.last_received = trio.current_time()
+        now = trio.current_time()
+        self.last_received = now
         self.handshake = Handshake(self)
         self._closing = False
         self._blocked_sent = False
-        self._authz: set[tuple[Any, str, str]] = set()
-        self._queued = self._in_flight = 0
-        self._output = trio.Event()
-        self._opened = trio.Event()
-        self._ending = trio.Event()
-        self._confirm_event = trio.Event()
-        self._confirm_ticket = 0
+        # Deadlines (Trio clock), math.inf for none: see `check_timers`.
+        self._handshake_by = now + config.handshake_timeout  # until connection.open-ok
+        self._close_by = math.inf  # close-ok due, once the server sent connection.close
+        self._next_heartbeat = math.inf  # once tune-ok negotiated a heartbeat
+        self._confirm_ticket = 0  # the highest store ticket a confirm waits for
+        self._confirming = False  # a task waits for durability (`_confirm_when_durable`)
 
-    def describe_channels(self) -> list[dict[str, Any]]:
+    def describe_channels(self) -> list[Mapping[str, Any]]:
         """The open channels as RabbitMQ's management API shows them."""
         return [
             {
@@ -146,10 +185,12 @@ class Session:
                 if event is NEED_DATA:
                     break
                 kind = type(event)
+                # `type(event) is` rather than isinstance (the hot path), which mypy does not
+                # narrow by: hence the ignores.
                 if kind is Message:
                     self._on_publish(event)  # type: ignore[arg-type]
                 elif kind is MethodFrame:
-                    channel, method = event.channel, event.method  # type: ignore[union-attr]
+                    channel, method = event.channel, event.method  # type: ignore[attr-defined]
                     if not channel:
                         await self._on_connection_method(method)
                     elif type(method) is TxCommit:
@@ -166,81 +207,44 @@ class Session:
             self._codec_failed(exc)
         self.flush_confirms()
 
-    def data_to_send(self) -> bytes:
-        data = self.codec.data_to_send()
-        self._in_flight = len(data)
-        self._queued = 0
-        return data
-
-    def written(self) -> None:
-        """The adapter wrote the last `data_to_send`: resume consumers if the backlog drained."""
-        self._in_flight = 0
-        if self.transport_full and self._queued < self.config.write_buffer // 2:
-            self._set_transport_full(False)
-
-    async def wait_output(self) -> None:
-        """Return once there is something to write, or the session is done."""
-        await self._output.wait()
-        self._output = trio.Event()
-
-    async def wait_opened(self) -> None:
-        await self._opened.wait()
-
-    async def wait_ending(self) -> None:
-        """Return once the server sent connection.close or the session is done: from then on
-        the connection has `close_timeout` seconds to finish."""
-        await self._ending.wait()
-
     @property
     def reading_paused(self) -> bool:
         """Whether the adapter should stop reading: a publisher while a resource alarm is on."""
         return self.published and self.broker.alarms.blocked and not self._closing
 
-    def heartbeat_tick(self, now: float) -> None:
-        """Called every heartbeat/2 seconds: send one, and give up on a peer silent too long."""
-        if self.reading_paused:
-            self.last_received = now  # we are not reading: its heartbeats wait in the socket
-        elif now - self.last_received > 2 * self.heartbeat:
-            self.finish(f"missed heartbeats from client, timeout: {self.heartbeat}s")
-            return
-        if self.codec.state in _SENDING:
-            self.codec.send(Heartbeat())
-            self._wake()
+    @property
+    def lingers(self) -> bool:
+        return self.linger
 
-    def alarms_changed(self, active: frozenset[str]) -> None:
-        """Tell a client that asked for it (capability connection.blocked)."""
-        if not self._opened.is_set() or not self.capable("connection.blocked") or self._closing:
-            return
-        if active and not self._blocked_sent:
-            reason = "low on " + ", ".join(sorted(active))
-            self.send_method(0, ConnectionBlocked(reason))
-            self._blocked_sent = True
-        elif not active and self._blocked_sent:
-            self.send_method(0, ConnectionUnblocked())
-            self._blocked_sent = False
+    def deadline(self) -> float:
+        return min(self._handshake_by, self._close_by, self._next_heartbeat)
 
-    async def run_confirms(self) -> None:
-        """Send confirms of stored publishes once the store made them durable (group commit)."""
-        while True:
-            await self._confirm_event.wait()
-            self._confirm_event = trio.Event()
-            ticket = self._confirm_ticket
-            try:
-                await self.store.wait_durable(ticket)
-            except KernelError as exc:
-                log.error("store failed to make publishes durable: %s", exc)
-                for channel in self.channels.values():
-                    channel.publisher.fail_confirms(ticket)
-            self.flush_confirms()
-            self._wake()
+    def check_timers(self, now: float) -> None:
+        """A deadline came: close-ok never came, the handshake took too long, or it is time for
+        a heartbeat (every heartbeat/2 seconds: send one, give up on a peer silent too long)."""
+        if self.done:
+            return
+        if now >= self._close_by:
+            self.finish("connection.close-ok not received in time")
+        elif now >= self._handshake_by:
+            self.finish(f"handshake timeout ({self.config.handshake_timeout}s)")
+        elif now >= self._next_heartbeat:
+            self._next_heartbeat = now + self.heartbeat / 2
+            if self.reading_paused:
+                self.last_received = now  # we are not reading: its heartbeats wait in the socket
+            elif now - self.last_received > 2 * self.heartbeat:
+                self.finish(f"missed heartbeats from client, timeout: {self.heartbeat}s")
+                return
+            if self.codec.state in _SENDING:
+                self.codec.send(Heartbeat())
+                self.wake()
+
+    def connection_lost(self, reason: str) -> None:
+        self.finish(reason)
 
     def close_from_broker(self, reason: str) -> None:
         """The broker's closer (shutdown, vhost deleted, management): 320 CONNECTION_FORCED."""
         self.close(ReplyCode.CONNECTION_FORCED, reason)
-
-    def abort(self, reason: str) -> None:
-        """Give up without a goodbye (handshake timeout, close-ok never came)."""
-        self.finish(reason)
 
     def teardown(self) -> None:
         """The connection ended: give every channel's consumers and messages back."""
@@ -250,34 +254,49 @@ class Session:
             channel.release()
 
     def finish(self, reason: str) -> None:
+        """Nothing more to read: the adapter writes what is left and closes."""
         if not self.done:
             self.done = True
             self.close_reason = reason
         self.teardown()
-        self._ending.set()
-        self._wake()
+        self.wake()
+
+    def transport_full_changed(self, full: bool) -> None:
+        """Suspend (or resume) every consumer: the socket's backlog passed `write_buffer`."""
+        for channel in list(self.channels.values()):
+            channel.consumers.apply_suspension(full)
+
+    # -- for the handshake -------------------------------------------------------------------
+    def start_heartbeats(self, seconds: int) -> None:
+        """connection.tune-ok negotiated `seconds`: the first heartbeat is due in half that."""
+        self.heartbeat = seconds
+        if seconds:
+            self._next_heartbeat = trio.current_time() + seconds / 2
+            self.reschedule_timers()
+
+    def alarms_changed(self, active: frozenset[str]) -> None:
+        """Tell a client that asked for it (capability connection.blocked); the connection
+        registry calls this when the broker's resource alarms change."""
+        if not self._opened or self._closing:
+            return
+        if active and not self._blocked_sent:
+            reason = "low on " + ", ".join(sorted(active))
+            self.send_method(0, ConnectionBlocked(reason))
+            self._blocked_sent = True
+        elif not active and self._blocked_sent:
+            self.send_method(0, ConnectionUnblocked())
+            self._blocked_sent = False
 
     # -- for channels ------------------------------------------------------------------------
     def capable(self, capability: str) -> bool:
         return capability in self.capabilities
-
-    def authorize(self, permission: Any, kind: str, name: str) -> None:
-        """broker.authorize, remembered per connection (RabbitMQ caches per channel too)."""
-        key = (permission, kind, name)
-        if key in self._authz:
-            return
-        assert self.user is not None
-        self.broker.authorize(self.user, self.vhost.name, permission, kind, name)
-        if len(self._authz) >= 256:
-            self._authz.clear()
-        self._authz.add(key)
 
     def send_method(self, channel: int, method: Method) -> None:
         try:
             self.codec.send(MethodFrame(channel, method))
         except LocalProtocolError:  # closed in the meantime: nobody to tell
             return
-        self._wake()
+        self.wake()
 
     def send_delivery(self, event: Delivery, counted: bool = False) -> None:
         """Queue a content (deliver, get-ok, return); suspend consumers past the buffer."""
@@ -286,7 +305,7 @@ class Session:
         self.codec.send(event)
         if not counted:
             self.count_output(event)
-        self._wake()
+        self.wake()
 
     def deliver(
         self,
@@ -307,24 +326,44 @@ class Session:
             channel, consumer_tag, delivery_tag, redelivered, exchange, routing_key,
             raw_properties, body,
         )  # fmt: skip
-        self._count(len(body) + len(raw_properties))
-        if not self._output.is_set():
-            self._output.set()
+        self.queued(len(body) + len(raw_properties) + _DELIVERY_OVERHEAD)
+        self.wake()
 
     def count_output(self, event: Delivery) -> None:
         """Add a content to the write backlog; past `write_buffer`, suspend every consumer."""
-        self._count(len(event.body) + len(event.properties))
-
-    def _count(self, size: int) -> None:
-        self._queued += size + _DELIVERY_OVERHEAD
-        if not self.transport_full and self._queued + self._in_flight > self.config.write_buffer:
-            self._set_transport_full(True)
+        properties = event.properties  # raw bytes here, as deliveries are sent
+        size = len(properties) if isinstance(properties, bytes) else 0
+        self.queued(len(event.body) + size + _DELIVERY_OVERHEAD)
 
     def confirm_after(self, ticket: int) -> None:
-        """A confirm waits for `ticket`; wake the confirm task if the store isn't there yet."""
-        if ticket > self.store.durable_ticket:
-            self._confirm_ticket = max(self._confirm_ticket, ticket)
-            self._confirm_event.set()
+        """A confirm waits for `ticket`: unless the store is there already, wait for it in a
+        task of the connection's, one at a time, which ends once no confirm is owed."""
+        if ticket <= self.store.durable_ticket:
+            return
+        if ticket > self._confirm_ticket:
+            self._confirm_ticket = ticket
+        link = self.link
+        if not self._confirming and link is not None:
+            self._confirming = True
+            link.start_task(self._confirm_when_durable)
+
+    async def _confirm_when_durable(self) -> None:
+        """Send the confirms of stored publishes once the store made them durable (group
+        commit), until none is owed."""
+        try:
+            while True:
+                ticket = self._confirm_ticket
+                try:
+                    await self.store.wait_durable(ticket)
+                except KernelError as exc:
+                    log.error("store failed to make publishes durable: %s", exc)
+                    for channel in self.channels.values():
+                        channel.publisher.fail_confirms(ticket)
+                self.flush_confirms()
+                if self._confirm_ticket <= ticket:
+                    return  # no await since the check: a later publish starts a new task
+        finally:
+            self._confirming = False
 
     def flush_confirms(self) -> None:
         durable = self.store.durable_ticket
@@ -342,20 +381,12 @@ class Session:
         if self.codec.state in _SENDING:
             class_id, method_id = (method.CLASS_ID, method.METHOD_ID) if method else (0, 0)
             self.send_method(0, ConnectionClose(code, reply_text(code, text), class_id, method_id))
-            self._ending.set()
+            self._close_by = trio.current_time() + self.config.close_timeout
+            self.reschedule_timers()
         else:
             self.finish(text)
 
     # -- internals ---------------------------------------------------------------------------
-    def _wake(self) -> None:
-        if not self._output.is_set():
-            self._output.set()
-
-    def _set_transport_full(self, full: bool) -> None:
-        self.transport_full = full
-        for channel in list(self.channels.values()):
-            channel.consumers.apply_suspension(full)
-
     def _codec_failed(self, exc: RemoteProtocolError) -> None:
         """The codec cannot go on: say why if the protocol allows it, then hang up."""
         log.info("amqp protocol error from %s: %s", self.connection.peer, exc.text)
@@ -384,10 +415,17 @@ class Session:
             return
         await self.handshake.handle(method)
 
-    def opened(self) -> None:
-        """connection.open-ok went out: channels may open; tell about alarms already on."""
-        self._opened.set()
-        self.alarms_changed(self.broker.alarms.active)
+    def opened(self, vhost: VirtualHost, permissions: Permissions) -> None:
+        """connection.open-ok went out: channels may open. The handshake deadline is over;
+        a client that asked for connection.blocked hears of alarm changes from now on, and
+        of those on already."""
+        self.vhost = vhost
+        self.permissions = permissions
+        self._opened = True
+        self._handshake_by = math.inf
+        if self.capable("connection.blocked"):
+            self.connection.alarms_changed = self.alarms_changed
+            self.alarms_changed(self.broker.alarms.active)
 
     # -- channels ----------------------------------------------------------------------------
     def _on_channel_method(self, channel_id: int, method: Method) -> None:

@@ -113,7 +113,8 @@ class BrokerThread:
         kwargs.setdefault("socket_timeout", CLIENT_TIMEOUT)
         kwargs.setdefault("blocked_connection_timeout", CLIENT_TIMEOUT)
         kwargs.setdefault("connection_attempts", 1)
-        return pika.ConnectionParameters("127.0.0.1", self.port, **kwargs)
+        port = kwargs.pop("port", self.port)  # another listener's (the any-protocol port)
+        return pika.ConnectionParameters("127.0.0.1", port, **kwargs)
 
     def connect(self, **kwargs: Any) -> pika.BlockingConnection:
         return pika.BlockingConnection(self.parameters(**kwargs))

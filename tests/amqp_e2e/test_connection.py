@@ -260,3 +260,20 @@ def test_channel_flow_pauses_and_resumes_deliveries(broker: BrokerThread) -> Non
         assert delivery.body == b"hi"
     finally:
         client.close()
+
+
+def test_pika_over_the_any_protocol_port(tmp_path: Path) -> None:
+    """AMQP is served by the shared adapter, so the any-protocol port (core/any_protocol.py)
+    serves it too, told by its protocol header."""
+    settings = ["broker.any_host=127.0.0.1", "broker.any_port=0"]
+    with BrokerThread(tmp_path, settings=settings) as broker:
+        listeners = broker.call(lambda: list(broker.broker.listeners))  # type: ignore[union-attr]
+        any_port = next(lst.port for lst in listeners if lst.protocol == "any")
+        conn = broker.connect(port=any_port)
+        try:
+            channel = conn.channel()
+            channel.queue_declare("anywhere")
+            channel.basic_publish("", "anywhere", b"over the any-protocol port")
+            assert channel.basic_get("anywhere", auto_ack=True)[2] == b"over the any-protocol port"
+        finally:
+            conn.close()

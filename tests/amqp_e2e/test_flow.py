@@ -1,4 +1,4 @@
-"""Flow control inside one Trio program: the adapter over in-memory streams, no sockets.
+"""Flow control inside one Trio program: the shared adapter over in-memory streams, no sockets.
 
 `lockstep_stream_pair` makes the server's writes wait for the client's reads, so a client that
 stops reading shows what a full socket does; `wait_all_tasks_blocked` says when the broker has
@@ -18,67 +18,12 @@ from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.message import Message
 from herald.plugins.amqp import plugin as amqp_plugin
-from herald.plugins.amqp.codec import PROTOCOL_HEADER, Delivery, Event, MethodFrame
-from herald.plugins.amqp.codec.methods import (
-    BasicConsume,
-    BasicConsumeOk,
-    BasicPublish,
-    ChannelOpen,
-    ChannelOpenOk,
-    ConnectionOpen,
-    ConnectionOpenOk,
-    ConnectionStart,
-    ConnectionStartOk,
-    ConnectionTune,
-    ConnectionTuneOk,
-    Method,
-)
+from herald.plugins.amqp.codec import Delivery
+from herald.plugins.amqp.codec.methods import BasicConsume, BasicConsumeOk
 from herald.plugins.amqp.config import AMQPConfig
-from herald.plugins.amqp.server import handle_connection
+from herald.plugins.amqp.server import connection_server
 from herald.storage.memory import MemoryStore
-from tests.amqp.helpers import ClientReader, body_frame, header_frame, method_frame
-
-
-class AsyncClient:
-    """Frames over a Trio stream, read with the codec tests' ClientReader."""
-
-    def __init__(self, stream: trio.abc.Stream) -> None:
-        self.stream = stream
-        self.reader = ClientReader()
-        self.events: list[Event] = []
-
-    async def send_method(self, channel: int, method: Method) -> None:
-        await self.stream.send_all(method_frame(channel, method))
-
-    async def publish(self, routing_key: str, body: bytes) -> None:
-        frames = method_frame(1, BasicPublish(routing_key=routing_key))
-        frames += header_frame(1, len(body), b"\x00\x00") + body_frame(1, body)
-        await self.stream.send_all(frames)
-
-    async def next_event(self) -> Event:
-        while not self.events:
-            data = await self.stream.receive_some(65536)
-            assert data, "server closed the stream"
-            self.events.extend(self.reader.feed(data))
-        return self.events.pop(0)
-
-    async def expect(self, kind: type[Method]) -> Method:
-        while True:
-            event = await self.next_event()
-            if isinstance(event, MethodFrame) and isinstance(event.method, kind):
-                return event.method
-
-    async def handshake(self) -> None:
-        await self.stream.send_all(PROTOCOL_HEADER)
-        await self.expect(ConnectionStart)
-        await self.send_method(0, ConnectionStartOk({}, "PLAIN", b"\0guest\0guest", "en_US"))
-        tune = await self.expect(ConnectionTune)
-        assert isinstance(tune, ConnectionTune)
-        await self.send_method(0, ConnectionTuneOk(tune.channel_max, tune.frame_max, 0))
-        await self.send_method(0, ConnectionOpen("/"))
-        await self.expect(ConnectionOpenOk)
-        await self.send_method(1, ChannelOpen())
-        await self.expect(ChannelOpenOk)
+from tests.amqp_e2e.in_memory import AsyncClient, serve_connection
 
 
 @pytest.fixture
@@ -104,7 +49,8 @@ async def test_a_client_that_stops_reading_suspends_its_consumer(broker: Broker)
     config = AMQPConfig(write_buffer=8192)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(handle_connection, broker, config, server_stream)
+            server = connection_server(broker, config)
+            nursery.start_soon(serve_connection, server, server_stream)
             client = AsyncClient(client_stream)
             await client.handshake()
             await client.send_method(1, BasicConsume(queue="bp", consumer_tag="c", no_ack=True))
@@ -129,7 +75,8 @@ async def test_publishers_are_not_read_while_an_alarm_is_on(broker: Broker) -> N
     client_stream, server_stream = trio.testing.memory_stream_pair()
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(handle_connection, broker, AMQPConfig(), server_stream)
+            server = connection_server(broker, AMQPConfig())
+            nursery.start_soon(serve_connection, server, server_stream)
             client = AsyncClient(client_stream)
             await client.handshake()
             await client.publish("target", b"before")

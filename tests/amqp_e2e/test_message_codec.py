@@ -75,6 +75,7 @@ def test_kernel_message_takes_routing_facts_from_decoded_properties() -> None:
     assert (message.protocol, message.exchange, message.routing_key) == ("amqp", "ex", "rk")
     assert message.headers == {"h": 1} and message.persistent and message.priority == 4
     assert message.expiration_ms == 1500 and message.message_id == "m"
+    assert message.raw is not None  # as it came: the raw form is kept
     assert message.body_size == 4 and split(message.raw) == (raw, b"body")
 
 
