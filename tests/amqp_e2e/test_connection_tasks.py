@@ -33,42 +33,10 @@ from herald.plugins.amqp.codec.methods import (
 )
 from herald.plugins.amqp.config import AMQPConfig
 from herald.plugins.amqp.server import connection_server
-from herald.storage.memory import MemoryStore
 from tests.amqp_e2e.in_memory import AsyncClient, run_connection
+from tests.slow_store import SlowStore
 
 PERSISTENT = b"\x10\x00\x02"  # the property flags and delivery-mode 2
-
-
-class SlowStore(MemoryStore):
-    """A store whose appends become durable only when the test says (`flush`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.durable = 0
-        self._flushed: trio.Event | None = None
-
-    @property
-    def durable_ticket(self) -> int:
-        return self.durable
-
-    async def wait_durable(self, ticket: int) -> None:
-        while self.durable < ticket:
-            if self._flushed is None:
-                self._flushed = trio.Event()
-            await self._flushed.wait()
-        await trio.lowlevel.checkpoint()
-
-    @property
-    def appended(self) -> int:
-        """The ticket of the last append."""
-        return self._data.ticket
-
-    def flush(self, upto: int | None = None) -> None:
-        """Make every append durable, or those up to ticket `upto`."""
-        self.durable = self._data.ticket if upto is None else upto
-        if self._flushed is not None:
-            self._flushed.set()
-            self._flushed = None
 
 
 @pytest.fixture

@@ -32,35 +32,9 @@ from herald.plugins.stomp.codec import (
 from herald.plugins.stomp.config import StompConfig
 from herald.plugins.stomp.server import connection_server
 from herald.plugins.stomp.session import Session
-from herald.storage.memory import MemoryStore
+from tests.slow_store import SlowStore
 
 CONNECT = "CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n"
-
-
-class SlowStore(MemoryStore):
-    """A store whose appends become durable only when the test says (`flush`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.durable = 0
-        self._flushed: trio.Event | None = None
-
-    @property
-    def durable_ticket(self) -> int:
-        return self.durable
-
-    async def wait_durable(self, ticket: int) -> None:
-        while self.durable < ticket:
-            if self._flushed is None:
-                self._flushed = trio.Event()
-            await self._flushed.wait()
-        await trio.lowlevel.checkpoint()
-
-    def flush(self) -> None:
-        self.durable = self._data.ticket
-        if self._flushed is not None:
-            self._flushed.set()
-            self._flushed = None
 
 
 class MemoryClient:
