@@ -129,7 +129,7 @@ class ChannelPublisher:
             else:
                 pending.append((self.next_seq, ticket, True))
                 if ticket is not None:
-                    session.confirm_after(ticket)
+                    session.confirms.after(ticket)
         return ticket
 
     # -- confirms ----------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from herald.plugins.amqp.codec.methods import (
     Method,
     TxCommit,
 )
+from herald.plugins.amqp.confirms import DurableConfirms
 from herald.plugins.amqp.handshake import Handshake
 
 if TYPE_CHECKING:
@@ -96,8 +97,6 @@ class Session(SessionIO):
         "_blocked_sent",
         "_close_by",
         "_closing",
-        "_confirm_ticket",
-        "_confirming",
         "_handshake_by",
         "_next_heartbeat",
         "_opened",
@@ -107,6 +106,7 @@ class Session(SessionIO):
         "channels",
         "codecs",
         "config",
+        "confirms",
         "connection",
         "handshake",
         "heartbeat",
@@ -155,8 +155,7 @@ class Session(SessionIO):
         self._handshake_by = now + config.handshake_timeout  # until connection.open-ok
         self._close_by = math.inf  # close-ok due, once the server sent connection.close
         self._next_heartbeat = math.inf  # once tune-ok negotiated a heartbeat
-        self._confirm_ticket = 0  # the highest store ticket a confirm waits for
-        self._confirming = False  # a task waits for durability (`_confirm_when_durable`)
+        self.confirms = DurableConfirms(self)
 
     def describe_channels(self) -> list[Mapping[str, Any]]:
         """The open channels as RabbitMQ's management API shows them."""
@@ -205,7 +204,7 @@ class Session(SessionIO):
                     raise RemoteProtocolError(f"unexpected {event!r}", 505)
         except RemoteProtocolError as exc:
             self._codec_failed(exc)
-        self.flush_confirms()
+        self.confirms.flush()
 
     @property
     def reading_paused(self) -> bool:
@@ -334,42 +333,6 @@ class Session(SessionIO):
         properties = event.properties  # raw bytes here, as deliveries are sent
         size = len(properties) if isinstance(properties, bytes) else 0
         self.queued(len(event.body) + size + _DELIVERY_OVERHEAD)
-
-    def confirm_after(self, ticket: int) -> None:
-        """A confirm waits for `ticket`: unless the store is there already, wait for it in a
-        task of the connection's, one at a time, which ends once no confirm is owed."""
-        if ticket <= self.store.durable_ticket:
-            return
-        if ticket > self._confirm_ticket:
-            self._confirm_ticket = ticket
-        link = self.link
-        if not self._confirming and link is not None:
-            self._confirming = True
-            link.start_task(self._confirm_when_durable)
-
-    async def _confirm_when_durable(self) -> None:
-        """Send the confirms of stored publishes once the store made them durable (group
-        commit), until none is owed."""
-        try:
-            while True:
-                ticket = self._confirm_ticket
-                try:
-                    await self.store.wait_durable(ticket)
-                except KernelError as exc:
-                    log.error("store failed to make publishes durable: %s", exc)
-                    for channel in self.channels.values():
-                        channel.publisher.fail_confirms(ticket)
-                self.flush_confirms()
-                if self._confirm_ticket <= ticket:
-                    return  # no await since the check: a later publish starts a new task
-        finally:
-            self._confirming = False
-
-    def flush_confirms(self) -> None:
-        durable = self.store.durable_ticket
-        for channel in self.channels.values():
-            if channel.publisher.pending and channel.open:
-                channel.publisher.flush_confirms(durable)
 
     def close(self, code: int, text: str, method: type[Method] | None = None) -> None:
         """Close the connection with connection.close (or at once before the handshake)."""
