@@ -3,8 +3,14 @@ what protocols do while they wait for the store (confirms, receipts, acks)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
 import trio
 
+from herald.core.broker import Broker
+from herald.core.embedding import embedded
 from herald.storage.memory import MemoryStore
 
 
@@ -38,3 +44,19 @@ class SlowStore(MemoryStore):
         if self._flushed is not None:
             self._flushed.set()
             self._flushed = None
+
+
+@asynccontextmanager
+async def broker_with(store: SlowStore, data_dir: Path, protocol: object) -> AsyncIterator[Broker]:
+    """A broker on `store` with one protocol plugin registered (no entry points, no listener
+    started by the tests: they drive a `ConnectionServer` over memory streams), and the
+    memory monitor quiet."""
+    async with embedded(
+        plugins=[],
+        settings=["memory.check_interval=3600"],
+        data_dir=data_dir,
+        load_entrypoints=False,
+        extra_plugins=[protocol],
+        store=store,
+    ) as running:
+        yield running

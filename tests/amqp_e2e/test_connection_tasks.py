@@ -18,7 +18,6 @@ import trio.testing
 
 from herald.core.adapter import WRITER_IDLE_S, ConnectionServer
 from herald.core.broker import Broker
-from herald.core.embedding import embedded
 from herald.plugins.amqp import plugin as amqp_plugin
 from herald.plugins.amqp.codec import Heartbeat, MethodFrame
 from herald.plugins.amqp.codec.methods import (
@@ -34,7 +33,7 @@ from herald.plugins.amqp.codec.methods import (
 from herald.plugins.amqp.config import AMQPConfig
 from herald.plugins.amqp.server import connection_server
 from tests.amqp_e2e.in_memory import AsyncClient, run_connection
-from tests.slow_store import SlowStore
+from tests.slow_store import SlowStore, broker_with
 
 PERSISTENT = b"\x10\x00\x02"  # the property flags and delivery-mode 2
 
@@ -46,14 +45,7 @@ async def store() -> SlowStore:
 
 @pytest.fixture
 async def broker(tmp_path: Path, store: SlowStore) -> AsyncIterator[Broker]:
-    async with embedded(
-        plugins=[],
-        settings=["memory.check_interval=3600"],
-        data_dir=tmp_path,
-        load_entrypoints=False,
-        extra_plugins=[amqp_plugin],
-        store=store,
-    ) as running:
+    async with broker_with(store, tmp_path, amqp_plugin) as running:
         yield running
 
 

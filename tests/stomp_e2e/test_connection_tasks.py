@@ -19,7 +19,6 @@ import trio.testing
 
 from herald.core.adapter import WRITER_IDLE_S, ConnectionServer
 from herald.core.broker import Broker
-from herald.core.embedding import embedded
 from herald.plugins.stomp import plugin as stomp_plugin
 from herald.plugins.stomp.codec import (
     NEED_DATA,
@@ -32,7 +31,7 @@ from herald.plugins.stomp.codec import (
 from herald.plugins.stomp.config import StompConfig
 from herald.plugins.stomp.server import connection_server
 from herald.plugins.stomp.session import Session
-from tests.slow_store import SlowStore
+from tests.slow_store import SlowStore, broker_with
 
 CONNECT = "CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n"
 
@@ -63,7 +62,7 @@ class MemoryClient:
             data = await self.stream.receive_some(65536)
             if not data:
                 raise EOFError("the server closed the connection")
-            self.reader.feed(data)
+            self.reader.feed(bytes(data))
 
     async def frame(self) -> Frame:
         """The next frame, heart-beats skipped."""
@@ -86,14 +85,7 @@ async def store() -> SlowStore:
 
 @pytest.fixture
 async def broker(tmp_path: Path, store: SlowStore) -> AsyncIterator[Broker]:
-    async with embedded(
-        plugins=[],
-        settings=["memory.check_interval=3600"],
-        data_dir=tmp_path,
-        load_entrypoints=False,
-        extra_plugins=[stomp_plugin],
-        store=store,
-    ) as running:
+    async with broker_with(store, tmp_path, stomp_plugin) as running:
         yield running
 
 
