@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext, suppress
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -152,22 +153,11 @@ def resolve_sync(
     *,
     timeout: float = TIMEOUT_S,
 ) -> str:
-    """`resolve` for code without an event loop."""
-    path = route_path(vhost, queue) + f"?protocol={quote(protocol, safe='')}"
-    problems: list[str] = []
-    answered = False
-    with httpx.Client(timeout=timeout) as http:
-        for nameserver in nameservers:
-            try:
-                response = http.get(base_url(nameserver) + path)
-                answered, url = True, _url(response, vhost, protocol)
-            except (httpx.HTTPError, ValueError) as exc:
-                problems.append(f"{nameserver}: {exc!r}")
-                continue
-            if url is not None:
-                return url
-            problems.append(f"{nameserver}: {response.status_code} no {protocol} master")
-    raise _failure(answered, vhost, queue, problems)
+    """`resolve` for code without an event loop (a pika or paho program): runs it in a
+    Trio loop of its own."""
+    import trio
+
+    return trio.run(partial(resolve, nameservers, vhost, queue, protocol, timeout=timeout))
 
 
 def _url(response: httpx.Response, vhost: str, protocol: str) -> str | None:
