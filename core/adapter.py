@@ -53,7 +53,9 @@ class AdaptedSession(Timed, Protocol):
     def lingers(self) -> bool:
         """After the end, read and discard the client's input for a while (see the module)."""
 
-    async def receive(self, data: bytes) -> None: ...
+    async def receive(self, data: bytes) -> None:
+        """Bytes from the client; b"" is the end of its stream, which goes through the codec
+        (a frame cut by it is a protocol error, answered if the protocol can)."""
 
     def data_to_send(self) -> bytes: ...
 
@@ -64,7 +66,8 @@ class AdaptedSession(Timed, Protocol):
     async def wait_output(self) -> None: ...
 
     def connection_lost(self, reason: str) -> None:
-        """The transport ended (EOF, reset) without the protocol's goodbye."""
+        """The transport ended (EOF the session did not end on, reset) without the
+        protocol's goodbye."""
 
     def teardown(self) -> None:
         """The connection ended: give back what it held."""
@@ -290,7 +293,9 @@ class ConnectionServer:
                             else:
                                 await trio.lowlevel.cancel_shielded_checkpoint()
                         if not data:
-                            session.connection_lost("client closed the connection")
+                            await session.receive(b"")  # EOF: through the codec
+                            if not session.done:
+                                session.connection_lost("client closed the connection")
                             break
                         await session.receive(data)
                         data = None
