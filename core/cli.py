@@ -25,6 +25,7 @@ import trio
 from herald.core.config import HeraldConfig, load_config
 from herald.core.errors import ConfigError, HeraldError, PluginError
 from herald.core.log import configure_logging, reset_logging
+from herald.core.process_memory import fix_mmap_threshold
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
@@ -190,6 +191,7 @@ def run(
     if data_dir is not None:
         options.append(f"broker.data_dir={_toml_string(str(data_dir))}")
     config, manager = _load(config_path, [*options, *overrides])
+    fix_mmap_threshold()  # scrypt's 16 MiB would otherwise stay in RSS after the first login
     started = trio.Event()
     try:
         trio.run(_serve, config, manager, started)
