@@ -56,7 +56,8 @@ def _connect(broker: Broker) -> pika.BlockingConnection:
     return pika.BlockingConnection(parameters)
 
 
-def _save(shot: Path) -> None:
+def save_shot(shot: Path) -> None:
+    """Keep a screenshot: copied to $HERALD_ARTIFACTS when that is set."""
     artifacts = os.environ.get("HERALD_ARTIFACTS")
     if artifacts:
         Path(artifacts).mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,7 @@ def _drive(base: str, executable: str, shots: Path) -> None:
             page.wait_for_timeout(2500)
             shot = shots / "console-overview.png"
             page.screenshot(path=str(shot), full_page=True)
-            _save(shot)
+            save_shot(shot)
 
             # Connections: close pika's connection with a reason.
             page.click("#nav >> text=Connections")

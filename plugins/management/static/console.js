@@ -3,10 +3,11 @@
 
 import { Unauthorized, forget, get, loggedIn, remember } from "./api.js";
 import { exchanges, messages, users } from "./admin_views.js";
+import { cluster } from "./cluster.js";
 import { flash } from "./flash.js";
 import { connections, overview, queue, queues } from "./views.js";
 
-const ROUTES = { overview, queues, queue, connections, exchanges, messages, users };
+const ROUTES = { overview, queues, queue, connections, exchanges, messages, cluster, users };
 const POLL_MS = 2000;
 
 const $ = (id) => document.getElementById(id);
@@ -48,6 +49,8 @@ async function route() {
     $("nav").hidden = false;
     $("logout").hidden = false;
     $("nav-users").hidden = !me.tags.includes("administrator");
+    // /api/cluster, like every plugin's GET route, asks for monitoring or administrator.
+    $("nav-cluster").hidden = !me.tags.some((t) => t === "administrator" || t === "monitoring");
     $("whoami").textContent = `${me.name} (${me.tags.join(", ") || "no tags"})`;
     const refresh = await view($("view"), ...args.map(decodeURIComponent));
     if (typeof refresh === "function" && turn === rendering) {

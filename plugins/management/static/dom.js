@@ -16,11 +16,12 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 // A table: columns are [heading, row => cell, "num"?]; a cell may be text or a node.
-export function table(columns, rows, empty = "none") {
+// `rowClass(row)` may give a row a class (undefined: none).
+export function table(columns, rows, empty = "none", rowClass = () => undefined) {
   if (!rows.length) return h("p", { class: "muted" }, empty);
   const head = h("tr", {}, columns.map(([title, , kind]) => h("th", { class: kind }, title)));
   const body = rows.map((row) =>
-    h("tr", {}, columns.map(([, cell, kind]) => h("td", { class: kind }, cell(row)))));
+    h("tr", { class: rowClass(row) }, columns.map(([, cell, kind]) => h("td", { class: kind }, cell(row)))));
   return h("table", {}, h("thead", {}, head), h("tbody", {}, body));
 }
 

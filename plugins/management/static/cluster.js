@@ -1,0 +1,104 @@
+// The Cluster page: what `herald cluster status` prints, from /api/cluster. This node's own
+// view (group, role, epoch, fenced, addresses) and, from the first name server that answers,
+// every group and node (role, epoch, last registration, client addresses), this node marked.
+// A broker that is not a cluster node gets a short note on how to make it one.
+
+import { get } from "./api.js";
+import { h, table } from "./dom.js";
+
+// Address columns in this order (cluster/addresses.py's keys), then any other key seen.
+const PROTOCOLS = ["amqp", "amqps", "mqtt", "mqtts", "stomp", "stomps", "management"];
+
+const text = (value) => (value === null || value === undefined ? "-" : String(value));
+const ordered = (keys) => [...PROTOCOLS.filter((p) => keys.has(p)), ...[...keys].filter((p) => !PROTOCOLS.includes(p))];
+
+function standalone(c) {
+  return [
+    h("p", { id: "cluster-standalone" }, `This broker (${c.node}) is not a cluster node.`),
+    h("p", { class: "muted" },
+      "To make it one, set ", h("code", {}, "[cluster] enabled = true"),
+      " with its etcd endpoints and name servers, a unique ", h("code", {}, "broker.node_name"),
+      " and the commit-log store: see ", h("code", {}, "docs/cluster.md"),
+      ", \u201cRunning a node in a cluster\u201d. ", h("code", {}, "herald cluster dev --nodes 3"),
+      " runs a whole cluster on one machine to try it."),
+  ];
+}
+
+function addresses(addrs) {
+  const keys = ordered(new Set(Object.keys(addrs || {})));
+  if (!keys.length) return "-";
+  return keys.map((k) => `${k} ${addrs[k]}`).join(", ");
+}
+
+function fencedText(fenced) {
+  if (fenced === null) return "-";
+  if (!fenced) return "no";
+  return h("span", { class: "bad" }, "yes: etcd unreachable past the lease guard, publishers blocked");
+}
+
+function thisNode(c) {
+  return table([
+    ["Cluster", (x) => x.cluster], ["Node", (x) => x.node], ["Group", (x) => x.group],
+    ["Role", (x) => text(x.role)], ["Epoch", (x) => text(x.epoch), "num"], ["Fenced", (x) => fencedText(x.fenced)],
+    ["Client addresses", (x) => addresses(x.addrs)], ["Name servers", (x) => x.nameservers.join(", ") || "none"],
+  ], [c]);
+}
+
+// One row per node of this node's cluster, groups in the name server's order (as the CLI's
+// table; a name server may serve other clusters too).
+const ownGroups = (c) => c.view.groups.filter((g) => g.cluster === c.cluster);
+
+function nodeTable(c) {
+  const rows = ownGroups(c).flatMap((g) => g.nodes.map((n) => ({ ...n, group: g.group })));
+  const protocols = ordered(new Set(rows.flatMap((n) => Object.keys(n.addrs || {}))));
+  const isThis = (n) => n.node === c.node; // node names are unique in a cluster
+  return table([
+    ["Group", (n) => n.group],
+    ["Node", (n) => (isThis(n) ? [n.node, h("span", { class: "muted" }, " (this node)")] : n.node)],
+    ["Role", (n) => n.role], ["Epoch", (n) => n.epoch, "num"],
+    ["Last seen", (n) => `${(n.last_seen_ms_ago / 1000).toFixed(1)} s ago`, "num"],
+    ...protocols.map((p) => [p.toUpperCase(), (n) => text((n.addrs || {})[p])]),
+  ], rows, "no node has registered with this name server", (n) => (isThis(n) ? "self" : undefined));
+}
+
+function member(c) {
+  const out = [h("section", {}, h("h2", {}, "This node"), thisNode(c))];
+  if (c.nameserver_errors.length) {
+    out.push(h("div", { id: "cluster-errors", class: "error" },
+      h("p", {}, c.view ? "Name servers that did not answer:" : "No name server answered:"),
+      h("ul", {}, c.nameserver_errors.map((e) => h("li", {}, e)))));
+  }
+  if (c.view) {
+    const groups = ownGroups(c);
+    const count = groups.reduce((sum, g) => sum + g.nodes.length, 0);
+    const others = c.view.groups.length - groups.length;
+    out.push(h("section", {},
+      h("h2", {}, `Groups and nodes of cluster ${c.cluster}`),
+      h("p", { class: "muted", id: "cluster-summary" },
+        `name server ${c.nameserver}: ${count} node(s) in ${groups.length} group(s)`,
+        others > 0 && ` (and ${others} group(s) of other clusters, not shown)`,
+        !groups.some((g) => g.nodes.some((n) => n.node === c.node))
+          && "; this node is not among them (not registered yet, or expired there)"),
+      h("div", { id: "cluster-nodes" }, nodeTable(c))));
+  } else if (!c.nameservers.length) {
+    out.push(h("p", { class: "muted" }, "cluster.nameservers is empty: no name server to ask for the other nodes."));
+  }
+  return out;
+}
+
+export async function cluster(root) {
+  const body = h("div", { id: "cluster" });
+  root.replaceChildren(h("h1", {}, "Cluster"), body);
+  let pending = null;
+  const load = async () => {
+    const c = await get("/api/cluster");
+    body.replaceChildren(...(c.enabled ? member(c) : standalone(c)));
+  };
+  // A name server that does not answer costs the API up to 2 s: one request at a time.
+  const refresh = () => {
+    if (pending === null) pending = load().finally(() => { pending = null; });
+    return pending;
+  };
+  await refresh();
+  return refresh;
+}
