@@ -7,8 +7,14 @@ Installed with herald through the `pytest11` entry point. Fixtures:
   free port (every `*port` key is set to 0), the memory store and a temporary data dir.
   `herald_broker.listeners` tells where each protocol listens.
 
+And a function: `listener_port(broker, protocol, transport="tcp")`, the port a protocol's
+listener is bound to (a LookupError naming the broker's listeners when it has no such one).
+
+    from herald.core.testing import listener_port
+
     async def test_publish(herald_broker):
-        amqp = next(l for l in herald_broker.listeners if l.protocol == "amqp")
+        port = listener_port(herald_broker, "amqp")  # over "tcp"; ("mqtt", "ws") for another
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
 """
 
 from __future__ import annotations
@@ -37,6 +43,23 @@ def free_port_settings(sections: dict[str, type]) -> list[str]:
             elif (name == "host" or name.endswith("_host")) and isinstance(default, str):
                 out.append(f'{section}.{name}="127.0.0.1"')
     return out
+
+
+def listener_port(broker: Broker, protocol: str, transport: str = "tcp") -> int:
+    """The port `broker` listens on for `protocol` over `transport` ("tcp", "tls", "ws",
+    "wss", "http" or "https"), as bound (never 0 once the broker has started).
+
+    Raises LookupError, naming the listeners the broker does have, when none matches (the
+    protocol's plugin is not loaded, or the transport is not configured, e.g. no `[tls]`).
+    """
+    for listener in broker.listeners:
+        if listener.protocol == protocol and listener.transport == transport:
+            return listener.port
+    bound = ", ".join(f"{lst.protocol}/{lst.transport}:{lst.port}" for lst in broker.listeners)
+    raise LookupError(
+        f"the broker has no {protocol!r} listener over {transport!r}"
+        f" (its listeners: {bound or 'none'})"
+    )
 
 
 @pytest.fixture

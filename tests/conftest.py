@@ -25,12 +25,16 @@ def store_data() -> MemoryStoreData:
 
 @pytest.fixture
 async def kernel(tmp_path: Path, store_data: MemoryStoreData) -> AsyncIterator[Broker]:
+    """A running embedded broker with no protocol plugin (no listener): the kernel alone, on
+    the memory store over `store_data`, the installed plugins' hooks loaded as in production.
+    For the kernel-semantics tests, with tests/kernel_helpers.py's publish/declare/take."""
     async with embedded(data_dir=tmp_path, store=MemoryStore(store_data), plugins=[]) as broker:
         yield broker
 
 
 @pytest.fixture
 def vhost(kernel: Broker) -> VirtualHost:
+    """The kernel's default virtual host, "/"."""
     return kernel.default_vhost
 
 

@@ -1,9 +1,8 @@
-"""Shared fixtures and helpers for the kernel-semantics tests (TTL, DLX, limits, priority, SAC).
+"""Helpers for the kernel-semantics tests (TTL, DLX, limits, priority, SAC): publish, declare,
+take and drain on a virtual host.
 
-The broker is a real embedded one (entry points loaded, so the store is the configured backend)
-in a temporary data dir. Test modules import the fixtures they use:
-
-    from tests.kernel_helpers import broker_fixture, vhost_fixture  # noqa: F401
+The broker is tests/conftest.py's `kernel` fixture (a real embedded one on the memory store,
+no protocol plugin) and `vhost` its default virtual host; tests take them as parameters.
 
 Time-dependent tests also take pytest-trio's `autojump_clock`, so TTL and x-expires timers fire
 as soon as every task is blocked, and `autojump_clock.jump(s)` moves time without letting any
@@ -12,37 +11,15 @@ task run (to observe the kernel before its timers do).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-import pytest
-
-from herald.core.broker import Broker
-from herald.core.embedding import embedded
 from herald.core.message import Message, Properties
 from herald.core.queue import Queue, QueueEntry
 from herald.core.vhost import PublishResult, VirtualHost
-from herald.storage.memory import MemoryStore
 from tests.sinks import RecordingSink, body
 
 __all__ = ["RecordingSink", "body"]
-
-
-@pytest.fixture(name="broker")
-async def broker_fixture(tmp_path: Path) -> AsyncIterator[Broker]:
-    """A running broker with every installed plugin's entry point loaded, on the memory store
-    (these tests are about queue semantics, not storage)."""
-    async with embedded(
-        data_dir=tmp_path / "data", load_entrypoints=True, store=MemoryStore(), plugins=[]
-    ) as broker:
-        yield broker
-
-
-@pytest.fixture(name="vh")
-def vhost_fixture(broker: Broker) -> VirtualHost:
-    """The broker's default virtual host, "/"."""
-    return broker.default_vhost
 
 
 def publish(

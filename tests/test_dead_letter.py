@@ -11,25 +11,23 @@ from herald.core.broker import Broker
 from herald.core.message import Message
 from herald.core.queue import Queue
 from herald.core.vhost import RouteStatus, VirtualHost
-from tests.kernel_helpers import (  # noqa: F401
+from tests.kernel_helpers import (
     RecordingSink,
     body,
-    broker_fixture,
     declare,
     drain,
     publish,
     ready_bodies,
     take,
-    vhost_fixture,
 )
 
 
-def dead_letter_setup(vh: VirtualHost, **work_args: Any) -> tuple[Queue, Queue]:
+def dead_letter_setup(vhost: VirtualHost, **work_args: Any) -> tuple[Queue, Queue]:
     """Queue "work" dead-letters to fanout exchange "dlx", which feeds queue "dlq"."""
-    vh.declare_exchange("dlx", "fanout")
-    dlq = vh.declare_queue("dlq")
-    vh.bind_queue("dlq", "dlx")
-    work = declare(vh, "work", x_dead_letter_exchange="dlx", **work_args)
+    vhost.declare_exchange("dlx", "fanout")
+    dlq = vhost.declare_queue("dlq")
+    vhost.bind_queue("dlq", "dlx")
+    work = declare(vhost, "work", x_dead_letter_exchange="dlx", **work_args)
     return work, dlq
 
 
@@ -52,10 +50,10 @@ def summary(message: Message) -> list[tuple[str, str, int]]:
 
 
 async def test_expired_message_is_dead_lettered(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
-    work, dlq = dead_letter_setup(vh, x_message_ttl=100)
-    publish(vh, "m", "work")
+    work, dlq = dead_letter_setup(vhost, x_message_ttl=100)
+    publish(vhost, "m", "work")
     await trio.sleep(1)
     assert ready_bodies(work) == []
     assert ready_bodies(dlq) == [b"m"]
@@ -68,9 +66,9 @@ async def test_expired_message_is_dead_lettered(
     assert work.statistics().dead_lettered == 1
 
 
-async def test_rejected_without_requeue_is_dead_lettered(vh: VirtualHost) -> None:
-    work, dlq = dead_letter_setup(vh)
-    publish(vh, "m", "work")
+async def test_rejected_without_requeue_is_dead_lettered(vhost: VirtualHost) -> None:
+    work, dlq = dead_letter_setup(vhost)
+    publish(vhost, "m", "work")
     sink = RecordingSink()
     work.add_consumer("c", sink)
     work.reject(sink.entries[0], requeue=False)
@@ -79,47 +77,47 @@ async def test_rejected_without_requeue_is_dead_lettered(vh: VirtualHost) -> Non
     assert work.statistics().messages_unacknowledged == 0
 
 
-async def test_rejected_with_requeue_is_not_dead_lettered(vh: VirtualHost) -> None:
-    work, dlq = dead_letter_setup(vh)
-    publish(vh, "m", "work")
+async def test_rejected_with_requeue_is_not_dead_lettered(vhost: VirtualHost) -> None:
+    work, dlq = dead_letter_setup(vhost)
+    publish(vhost, "m", "work")
     work.reject(take(work), requeue=True)
     assert ready_bodies(work) == [b"m"]
     assert ready_bodies(dlq) == []
 
 
-async def test_acked_message_is_not_dead_lettered(vh: VirtualHost) -> None:
-    work, dlq = dead_letter_setup(vh, x_message_ttl=100)
+async def test_acked_message_is_not_dead_lettered(vhost: VirtualHost) -> None:
+    work, dlq = dead_letter_setup(vhost, x_message_ttl=100)
     sink = RecordingSink()
     work.add_consumer("c", sink)
-    publish(vh, "m", "work")
+    publish(vhost, "m", "work")
     sink.ack_all()
     assert ready_bodies(dlq) == []
 
 
-async def test_drop_head_overflow_dead_letters_the_oldest(vh: VirtualHost) -> None:
-    work, dlq = dead_letter_setup(vh, x_max_length=2)
+async def test_drop_head_overflow_dead_letters_the_oldest(vhost: VirtualHost) -> None:
+    work, dlq = dead_letter_setup(vhost, x_max_length=2)
     for text in ("1", "2", "3"):
-        publish(vh, text, "work")
+        publish(vhost, text, "work")
     assert ready_bodies(work) == [b"2", b"3"]
     assert ready_bodies(dlq) == [b"1"]
     assert summary(only_message(dlq)) == [("work", "maxlen", 1)]
 
 
-async def test_reject_publish_dlx_dead_letters_the_refused_message(vh: VirtualHost) -> None:
-    work, dlq = dead_letter_setup(vh, x_max_length=1, x_overflow="reject-publish-dlx")
-    assert publish(vh, "kept", "work").status is RouteStatus.ROUTED
-    assert publish(vh, "refused", "work").status is RouteStatus.REJECTED
+async def test_reject_publish_dlx_dead_letters_the_refused_message(vhost: VirtualHost) -> None:
+    work, dlq = dead_letter_setup(vhost, x_max_length=1, x_overflow="reject-publish-dlx")
+    assert publish(vhost, "kept", "work").status is RouteStatus.ROUTED
+    assert publish(vhost, "refused", "work").status is RouteStatus.REJECTED
     assert ready_bodies(work) == [b"kept"]
     assert ready_bodies(dlq) == [b"refused"]
     assert summary(only_message(dlq)) == [("work", "maxlen", 1)]
 
 
 async def test_reject_publish_without_dlx_variant_does_not_dead_letter(
-    vh: VirtualHost,
+    vhost: VirtualHost,
 ) -> None:
-    work, dlq = dead_letter_setup(vh, x_max_length=1, x_overflow="reject-publish")
-    publish(vh, "kept", "work")
-    assert publish(vh, "refused", "work").status is RouteStatus.REJECTED
+    work, dlq = dead_letter_setup(vhost, x_max_length=1, x_overflow="reject-publish")
+    publish(vhost, "kept", "work")
+    assert publish(vhost, "refused", "work").status is RouteStatus.REJECTED
     assert ready_bodies(work) == [b"kept"]
     assert ready_bodies(dlq) == []
 
@@ -127,12 +125,12 @@ async def test_reject_publish_without_dlx_variant_does_not_dead_letter(
 # -- routing ------------------------------------------------------------------------------
 
 
-async def test_dead_letter_routing_key_replaces_the_original(vh: VirtualHost) -> None:
-    vh.declare_exchange("dlx", "direct")
-    dlq = vh.declare_queue("dlq")
-    vh.bind_queue("dlq", "dlx", "dead")
-    work = declare(vh, "work", x_dead_letter_exchange="dlx", x_dead_letter_routing_key="dead")
-    publish(vh, "m", "work")
+async def test_dead_letter_routing_key_replaces_the_original(vhost: VirtualHost) -> None:
+    vhost.declare_exchange("dlx", "direct")
+    dlq = vhost.declare_queue("dlq")
+    vhost.bind_queue("dlq", "dlx", "dead")
+    work = declare(vhost, "work", x_dead_letter_exchange="dlx", x_dead_letter_routing_key="dead")
+    publish(vhost, "m", "work")
     work.reject(take(work), requeue=False)
     dead = only_message(dlq)
     assert dead.exchange == "dlx"
@@ -141,17 +139,17 @@ async def test_dead_letter_routing_key_replaces_the_original(vh: VirtualHost) ->
 
 
 async def test_original_routing_key_is_used_without_a_dead_letter_key(
-    vh: VirtualHost,
+    vhost: VirtualHost,
 ) -> None:
-    vh.declare_exchange("in", "direct")
-    vh.declare_exchange("dlx", "direct")
-    work = declare(vh, "work", x_dead_letter_exchange="dlx")
-    vh.bind_queue("work", "in", "orders.new")
-    dlq = vh.declare_queue("dlq")
-    vh.bind_queue("dlq", "dlx", "orders.new")
-    other = vh.declare_queue("other")
-    vh.bind_queue("other", "dlx", "work")
-    publish(vh, "m", "orders.new", exchange="in")
+    vhost.declare_exchange("in", "direct")
+    vhost.declare_exchange("dlx", "direct")
+    work = declare(vhost, "work", x_dead_letter_exchange="dlx")
+    vhost.bind_queue("work", "in", "orders.new")
+    dlq = vhost.declare_queue("dlq")
+    vhost.bind_queue("dlq", "dlx", "orders.new")
+    other = vhost.declare_queue("other")
+    vhost.bind_queue("other", "dlx", "work")
+    publish(vhost, "m", "orders.new", exchange="in")
     work.reject(take(work), requeue=False)
     assert ready_bodies(dlq) == [b"m"]
     assert ready_bodies(other) == []
@@ -161,28 +159,28 @@ async def test_original_routing_key_is_used_without_a_dead_letter_key(
 
 
 async def test_default_exchange_as_dlx_routes_to_the_queue_named_by_the_key(
-    vh: VirtualHost,
+    vhost: VirtualHost,
 ) -> None:
-    dlq = vh.declare_queue("parking")
-    work = declare(vh, "work", x_dead_letter_exchange="", x_dead_letter_routing_key="parking")
-    publish(vh, "m", "work")
+    dlq = vhost.declare_queue("parking")
+    work = declare(vhost, "work", x_dead_letter_exchange="", x_dead_letter_routing_key="parking")
+    publish(vhost, "m", "work")
     work.reject(take(work), requeue=False)
     assert ready_bodies(dlq) == [b"m"]
     assert ready_bodies(work) == []
 
 
-async def test_missing_dlx_drops_silently(vh: VirtualHost) -> None:
-    work = declare(vh, "work", x_dead_letter_exchange="no-such-exchange")
-    publish(vh, "m", "work")
+async def test_missing_dlx_drops_silently(vhost: VirtualHost) -> None:
+    work = declare(vhost, "work", x_dead_letter_exchange="no-such-exchange")
+    publish(vhost, "m", "work")
     work.reject(take(work), requeue=False)
     assert ready_bodies(work) == []
     assert work.statistics().messages_unacknowledged == 0
 
 
-async def test_dlx_with_no_matching_binding_drops_silently(vh: VirtualHost) -> None:
-    vh.declare_exchange("dlx", "direct")
-    work = declare(vh, "work", x_dead_letter_exchange="dlx")
-    publish(vh, "m", "work")
+async def test_dlx_with_no_matching_binding_drops_silently(vhost: VirtualHost) -> None:
+    vhost.declare_exchange("dlx", "direct")
+    work = declare(vhost, "work", x_dead_letter_exchange="dlx")
+    publish(vhost, "m", "work")
     work.reject(take(work), requeue=False)
     assert ready_bodies(work) == []
 
@@ -191,10 +189,10 @@ async def test_dlx_with_no_matching_binding_drops_silently(vh: VirtualHost) -> N
 
 
 async def test_original_expiration_is_recorded_and_removed(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
-    _, dlq = dead_letter_setup(vh)
-    publish(vh, "m", "work", expiration="100")
+    _, dlq = dead_letter_setup(vhost)
+    publish(vhost, "m", "work", expiration="100")
     await trio.sleep(1)
     dead = only_message(dlq)
     assert dead.expiration_ms is None
@@ -205,10 +203,10 @@ async def test_original_expiration_is_recorded_and_removed(
 
 
 async def test_dead_lettered_message_properties_carry_no_expiration(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
-    _, dlq = dead_letter_setup(vh)
-    publish(vh, "m", "work", expiration="100")
+    _, dlq = dead_letter_setup(vhost)
+    publish(vhost, "m", "work", expiration="100")
     await trio.sleep(1)
     dead = only_message(dlq)
     assert dead.content is not None
@@ -216,38 +214,38 @@ async def test_dead_lettered_message_properties_carry_no_expiration(
 
 
 async def test_stored_bytes_of_a_dead_lettered_message_carry_no_expiration(
-    broker: Broker, vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    kernel: Broker, vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
     """The original was stored (its bytes hold the TTL); the dead-lettered copy's must not."""
-    vh.declare_queue("dlq", durable=True)
-    vh.declare_queue(
+    vhost.declare_queue("dlq", durable=True)
+    vhost.declare_queue(
         "work",
         durable=True,
         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"},
     )
-    publish(vh, "m", "work", expiration="100", delivery_mode=2)
+    publish(vhost, "m", "work", expiration="100", delivery_mode=2)
     await trio.sleep(1)
-    dead = only_message(vh.get_queue("dlq"))
-    content = broker.codecs.decode(dead.protocol, dead.stored_bytes(broker.codecs))
+    dead = only_message(vhost.get_queue("dlq"))
+    content = kernel.codecs.decode(dead.protocol, dead.stored_bytes(kernel.codecs))
     assert (content.properties.expiration, content.body) == (None, b"m")
 
 
 async def test_queue_ttl_death_has_no_original_expiration(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
-    _, dlq = dead_letter_setup(vh, x_message_ttl=100)
-    publish(vh, "m", "work")
+    _, dlq = dead_letter_setup(vhost, x_message_ttl=100)
+    publish(vhost, "m", "work")
     await trio.sleep(1)
     assert "original-expiration" not in deaths(only_message(dlq))[0]
 
 
 async def test_retry_with_delay_counts_and_orders_deaths(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
     """work rejects to retry; retry holds for 1 s, then expires back to work (no cycle)."""
-    work = declare(vh, "work", x_dead_letter_exchange="", x_dead_letter_routing_key="retry")
+    work = declare(vhost, "work", x_dead_letter_exchange="", x_dead_letter_routing_key="retry")
     retry = declare(
-        vh,
+        vhost,
         "retry",
         x_message_ttl=1000,
         x_dead_letter_exchange="",
@@ -255,7 +253,7 @@ async def test_retry_with_delay_counts_and_orders_deaths(
     )
     sink = RecordingSink()
     work.add_consumer("c", sink)
-    publish(vh, "job", "work")
+    publish(vhost, "job", "work")
 
     work.reject(sink.entries.pop(), requeue=False)
     assert ready_bodies(retry) == [b"job"]
@@ -283,15 +281,15 @@ async def test_retry_with_delay_counts_and_orders_deaths(
 
 
 async def test_x_death_keeps_first_exchange_and_key_of_each_record(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
-    vh.declare_exchange("in", "direct")
-    vh.declare_exchange("dlx", "direct")
-    work = declare(vh, "work", x_dead_letter_exchange="dlx", x_dead_letter_routing_key="later")
-    vh.bind_queue("work", "in", "k")
-    final = vh.declare_queue("final")
-    vh.bind_queue("final", "dlx", "later")
-    publish(vh, "m", "k", exchange="in")
+    vhost.declare_exchange("in", "direct")
+    vhost.declare_exchange("dlx", "direct")
+    work = declare(vhost, "work", x_dead_letter_exchange="dlx", x_dead_letter_routing_key="later")
+    vhost.bind_queue("work", "in", "k")
+    final = vhost.declare_queue("final")
+    vhost.bind_queue("final", "dlx", "later")
+    publish(vhost, "m", "k", exchange="in")
     work.reject(take(work), requeue=False)
     record = deaths(only_message(final))[0]
     assert (record["exchange"], record["routing-keys"]) == ("in", ["k"])
@@ -304,36 +302,40 @@ async def test_x_death_keeps_first_exchange_and_key_of_each_record(
 
 
 async def test_expired_back_into_the_same_queue_is_dropped(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
     loop = declare(
-        vh, "loop", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="loop"
+        vhost,
+        "loop",
+        x_message_ttl=100,
+        x_dead_letter_exchange="",
+        x_dead_letter_routing_key="loop",
     )
-    publish(vh, "m", "loop")
+    publish(vhost, "m", "loop")
     await trio.sleep(1)
     assert ready_bodies(loop) == []
     assert loop.statistics().expired == 1
 
 
-async def test_rejected_back_into_the_same_queue_is_allowed(vh: VirtualHost) -> None:
-    loop = declare(vh, "loop", x_dead_letter_exchange="", x_dead_letter_routing_key="loop")
-    publish(vh, "a", "loop")
-    publish(vh, "b", "loop")
+async def test_rejected_back_into_the_same_queue_is_allowed(vhost: VirtualHost) -> None:
+    loop = declare(vhost, "loop", x_dead_letter_exchange="", x_dead_letter_routing_key="loop")
+    publish(vhost, "a", "loop")
+    publish(vhost, "b", "loop")
     loop.reject(take(loop), requeue=False)
     assert ready_bodies(loop) == [b"b", b"a"]  # re-published at the tail
     assert summary(loop.browse()[1].message) == [("loop", "rejected", 1)]
 
 
 async def test_expiry_cycle_between_two_queues_is_dropped(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
     a = declare(
-        vh, "a", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="b"
+        vhost, "a", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="b"
     )
     b = declare(
-        vh, "b", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="a"
+        vhost, "b", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="a"
     )
-    publish(vh, "m", "a")
+    publish(vhost, "m", "a")
     await trio.sleep(0.15)
     assert ready_bodies(b) == [b"m"]
     await trio.sleep(10)
@@ -342,17 +344,17 @@ async def test_expiry_cycle_between_two_queues_is_dropped(
 
 
 async def test_expiry_cycle_is_dropped_even_after_an_earlier_rejection(
-    vh: VirtualHost, autojump_clock: trio.testing.MockClock
+    vhost: VirtualHost, autojump_clock: trio.testing.MockClock
 ) -> None:
     """RabbitMQ looks for a rejection only inside the cycle, not in the whole history."""
-    inbox = declare(vh, "inbox", x_dead_letter_exchange="", x_dead_letter_routing_key="a")
+    inbox = declare(vhost, "inbox", x_dead_letter_exchange="", x_dead_letter_routing_key="a")
     a = declare(
-        vh, "a", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="b"
+        vhost, "a", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="b"
     )
     b = declare(
-        vh, "b", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="a"
+        vhost, "b", x_message_ttl=100, x_dead_letter_exchange="", x_dead_letter_routing_key="a"
     )
-    publish(vh, "m", "inbox")
+    publish(vhost, "m", "inbox")
     inbox.reject(take(inbox), requeue=False)
     await trio.sleep(10)
     assert ready_bodies(a) == ready_bodies(b) == []
@@ -363,84 +365,84 @@ async def test_expiry_cycle_is_dropped_even_after_an_earlier_rejection(
 
 
 async def test_persistent_dead_letter_to_a_durable_dlq_is_stored(
-    broker: Broker, vh: VirtualHost
+    kernel: Broker, vhost: VirtualHost
 ) -> None:
-    dlq = vh.declare_queue("dlq", durable=True)
-    work = vh.declare_queue(
+    dlq = vhost.declare_queue("dlq", durable=True)
+    work = vhost.declare_queue(
         "work",
         durable=True,
         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"},
     )
-    publish(vh, "m", "work", delivery_mode=2)
-    assert broker.store.statistics().messages == 1
+    publish(vhost, "m", "work", delivery_mode=2)
+    assert kernel.store.statistics().messages == 1
     work.reject(take(work), requeue=False)
     assert ready_bodies(dlq) == [b"m"]
     (entry,) = dlq.browse()
     assert entry.stored
-    assert broker.store.statistics().messages == 1  # the original left, the copy came in
+    assert kernel.store.statistics().messages == 1  # the original left, the copy came in
     sink = RecordingSink()
     dlq.add_consumer("c", sink)
     sink.ack_all()
-    assert broker.store.statistics().messages == 0
+    assert kernel.store.statistics().messages == 0
 
 
 async def test_dead_letter_to_a_transient_dlq_is_not_stored(
-    broker: Broker, vh: VirtualHost
+    kernel: Broker, vhost: VirtualHost
 ) -> None:
-    vh.declare_queue("dlq")
-    work = vh.declare_queue(
+    vhost.declare_queue("dlq")
+    work = vhost.declare_queue(
         "work",
         durable=True,
         arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"},
     )
-    publish(vh, "m", "work", delivery_mode=2)
+    publish(vhost, "m", "work", delivery_mode=2)
     work.reject(take(work), requeue=False)
-    assert drain(vh.get_queue("dlq")) == [b"m"]
-    assert broker.store.statistics().messages == 0
+    assert drain(vhost.get_queue("dlq")) == [b"m"]
+    assert kernel.store.statistics().messages == 0
 
 
 async def test_overflow_back_into_a_full_queue_after_a_rejection_is_dropped(
-    vh: VirtualHost,
+    vhost: VirtualHost,
 ) -> None:
     """Rejected into itself, then refused by its own limit: RabbitMQ drops it (a cycle)."""
     queue = declare(
-        vh,
+        vhost,
         "q",
         x_max_length=1,
         x_overflow="reject-publish-dlx",
         x_dead_letter_exchange="",
         x_dead_letter_routing_key="q",
     )
-    publish(vh, "held", "q")
+    publish(vhost, "held", "q")
     entry = take(queue)
-    publish(vh, "waiting", "q")
+    publish(vhost, "waiting", "q")
     queue.reject(entry, requeue=False)
     assert ready_bodies(queue) == [b"waiting"]
 
 
 async def test_drop_head_of_a_message_rejected_into_itself_does_not_cycle_back(
-    vh: VirtualHost,
+    vhost: VirtualHost,
 ) -> None:
     queue = declare(
-        vh, "q", x_max_length=1, x_dead_letter_exchange="", x_dead_letter_routing_key="q"
+        vhost, "q", x_max_length=1, x_dead_letter_exchange="", x_dead_letter_routing_key="q"
     )
-    publish(vh, "old", "q")
+    publish(vhost, "old", "q")
     queue.reject(take(queue), requeue=False)
     assert ready_bodies(queue) == [b"old"]
-    publish(vh, "new", "q")
+    publish(vhost, "new", "q")
     assert ready_bodies(queue) == [b"new"]
 
 
 async def test_dead_lettered_counter_counts_only_routed_messages(
-    broker: Broker, vh: VirtualHost
+    kernel: Broker, vhost: VirtualHost
 ) -> None:
-    vh.declare_queue("dlq")
-    missing = vh.declare_queue("a", arguments={"x-dead-letter-exchange": "no-such-exchange"})
-    routed = vh.declare_queue(
+    vhost.declare_queue("dlq")
+    missing = vhost.declare_queue("a", arguments={"x-dead-letter-exchange": "no-such-exchange"})
+    routed = vhost.declare_queue(
         "b", arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "dlq"}
     )
     for queue in (missing, routed):
-        publish(vh, "m", queue.name)
+        publish(vhost, "m", queue.name)
         sink = RecordingSink()
         queue.add_consumer("c", sink)
         queue.reject(sink.entries[0], requeue=False)

@@ -23,6 +23,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 
 WAIT = 10.0
 BASE = [
@@ -107,12 +108,7 @@ async def tls_broker(tmp_path: Path, settings: Sequence[str]) -> AsyncIterator[B
         yield broker
 
 
-def port(broker: Broker, protocol: str, transport: str) -> int:
-    return next(
-        lst.port
-        for lst in broker.listeners
-        if lst.protocol == protocol and lst.transport == transport
-    )
+port = listener_port  # port(broker, "amqp", "tls"): the TLS tests span every protocol
 
 
 def amqp_round_trip(

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import Any, TypeVar
 import attrs
 import httpx
 import psutil
+
+from tests.ports import free_port as free_port  # re-exported: the cluster tests import it here
 
 T = TypeVar("T")
 HERALD = [sys.executable, "-m", "herald.core.cli"]
@@ -59,14 +60,6 @@ def _kill_leftovers() -> None:
 
 class HarnessError(Exception):
     """A process of the harness did not start or stop as it should."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free on `host` right now (another process may take it before it is bound:
-    callers that bind later retry with a new one)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def find_etcd() -> str:

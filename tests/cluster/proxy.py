@@ -27,6 +27,8 @@ from typing import Literal
 
 import trio
 
+from tests.ports import free_port
+
 Mode = Literal["pass", "blackhole", "reset"]
 MODES: tuple[Mode, ...] = ("pass", "blackhole", "reset")
 HOST = "127.0.0.1"
@@ -96,7 +98,7 @@ class Proxy:
                 while True:
                     if self.mode == "reset":
                         if not started:  # started in reset: still report the port
-                            self.port = self.port or _free_port()
+                            self.port = self.port or free_port(HOST)
                             task_status.started(self.port)
                             started = True
                         await self._changed.wait()
@@ -151,12 +153,6 @@ class Proxy:
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         both.cancel()
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 class ProxyThread:

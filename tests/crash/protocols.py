@@ -27,31 +27,10 @@ from pathlib import Path
 
 import attrs
 
+from tests.ports import free_port
+
 START_TIMEOUT = 30.0
 HERALD = [sys.executable, "-m", "herald.core.cli"]
-
-
-def free_port() -> int:
-    """A free port below the ephemeral range: the broker restarts on the same ports many
-    times, and an ephemeral port could meanwhile be taken by a client's outgoing socket."""
-    low = _ephemeral_low()
-    for _ in range(1000):
-        port = random.randrange(max(1024, low - 12000), low)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port below the ephemeral range")
-
-
-def _ephemeral_low() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
-            return int(ports.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 class BrokerProcess:

@@ -15,6 +15,7 @@ import httpx
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from herald.storage.memory import MemoryStore
 
 BASE_SETTINGS = (
@@ -48,7 +49,8 @@ async def management_broker(
 
 
 def port(broker: Broker, protocol: str = "management") -> int:
-    return next(lst.port for lst in broker.listeners if lst.protocol == protocol)
+    """The management API's plain-HTTP port, or `protocol`'s TCP one (port(broker, "amqp"))."""
+    return listener_port(broker, protocol, "http" if protocol == "management" else "tcp")
 
 
 def client(

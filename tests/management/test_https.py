@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from herald.core.broker import Broker
 from herald.core.cli import main
+from herald.core.testing import listener_port
 from tests.management.helpers import management_broker, port
 
 
@@ -61,17 +62,12 @@ def _chain(exc: BaseException | None) -> list[BaseException]:
     return out
 
 
-def https_port(broker: Broker) -> int:
-    found = [lst for lst in broker.listeners if lst.transport == "https"]
-    assert len(found) == 1, broker.listeners
-    return found[0].port
-
-
 async def test_api_over_https_verified_against_the_ca(
     certificates: Certificates, tmp_path: Path
 ) -> None:
     async with management_broker(tmp_path / "data", settings=certificates.settings()) as broker:
-        url = f"https://127.0.0.1:{https_port(broker)}"
+        https_port = listener_port(broker, "management", "https")
+        url = f"https://127.0.0.1:{https_port}"
         async with httpx.AsyncClient(
             base_url=url, auth=("guest", "guest"), verify=certificates.client_context()
         ) as https:
@@ -91,7 +87,7 @@ async def test_api_over_https_verified_against_the_ca(
             assert any(isinstance(e, ssl.SSLCertVerificationError) for e in _chain(refused.value))
 
         # Plain HTTP still answers on its own port, and the API's first listener is it.
-        assert port(broker) != https_port(broker)
+        assert port(broker) != https_port
         async with httpx.AsyncClient(auth=("guest", "guest")) as plain:
             answer = await plain.get(f"http://127.0.0.1:{port(broker)}/api/overview")
             assert answer.status_code == 200

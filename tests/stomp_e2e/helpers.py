@@ -24,6 +24,7 @@ from stomp.adapter.ws import WSStompConnection
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.store import Store
+from herald.core.testing import listener_port
 from herald.plugins.stomp import plugin as stomp_plugin
 from herald.plugins.stomp.codec import (
     NEED_DATA,
@@ -66,11 +67,7 @@ async def stomp_broker(
 
 
 def port(broker: Broker, transport: str = "tcp") -> int:
-    return next(
-        lst.port
-        for lst in broker.listeners
-        if lst.protocol == "stomp" and lst.transport == transport
-    )
+    return listener_port(broker, "stomp", transport)
 
 
 class Collector(stomp.ConnectionListener):
