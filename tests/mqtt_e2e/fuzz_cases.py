@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -41,6 +42,7 @@ from herald.plugins.mqtt.codec import (
 )
 from herald.plugins.mqtt.codec.decode import connect_level
 from tests.mqtt.helpers import frame, string
+from tests.mqtt_e2e.helpers import LOGIN
 from tests.socket_fuzz import Outcome, dribble, hostile_inputs, mangle
 
 HANDSHAKE_TIMEOUT = 1.0
@@ -55,7 +57,6 @@ SETTINGS = (
     f"mqtt.topic_alias_maximum={TOPIC_ALIAS_MAXIMUM}",
     "mqtt.close_timeout=0.5",
 )
-LOGIN = {"username": "guest", "password": b"guest"}
 R = ReasonCode
 
 # DISCONNECT codes the session (not the codec) may end a hostile connection with: AUTH or a
@@ -79,8 +80,8 @@ class Case:
     random: bool = False  # judged by the codec oracle instead of `connack` / `disconnect`
 
 
-def connect(version: int, client_id: str, **kwargs: object) -> bytes:
-    return encode_packet(Connect(client_id, version, **{**LOGIN, **kwargs}), version)  # type: ignore[arg-type]
+def connect(version: int, client_id: str, **kwargs: Any) -> bytes:
+    return encode_packet(attrs.evolve(Connect(client_id, version, **LOGIN), **kwargs), version)
 
 
 def _raw_connect(version: int, client_id: bytes, flags: int = 0xC2) -> bytes:

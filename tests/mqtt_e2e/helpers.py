@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import attrs
 import pytest
@@ -27,6 +27,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from herald.plugins.mqtt import plugin as mqtt_plugin
 from herald.plugins.mqtt.codec import NEED_DATA, Packet, PacketReader, PingResp, encode_packet
 from herald.storage.memory import MemoryStore, MemoryStoreData
@@ -40,6 +41,16 @@ BASE_SETTINGS = (
     "mqtt.host=127.0.0.1",
     "mqtt.ws_host=127.0.0.1",
 )
+
+
+class Login(TypedDict):
+    """CONNECT's credentials, spread into `Connect(..., **LOGIN)`."""
+
+    username: str
+    password: bytes
+
+
+LOGIN: Login = {"username": "guest", "password": b"guest"}
 VERSIONS = {
     3: MQTTProtocolVersion.MQTTv31,
     4: MQTTProtocolVersion.MQTTv311,
@@ -65,11 +76,7 @@ async def mqtt_broker(
 
 
 def port(broker: Broker, transport: str = "tcp") -> int:
-    return next(
-        listener.port
-        for listener in broker.listeners
-        if listener.protocol == "mqtt" and listener.transport == transport
-    )
+    return listener_port(broker, "mqtt", transport)
 
 
 async def wait_for(q: queue.Queue[Any], timeout: float = WAIT) -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from types import MethodType
 
 import trio
 
@@ -43,7 +44,8 @@ async def test_a_subscriber_that_does_not_read_suspends_its_deliveries(tmp_path:
             await subscriber.send(Subscribe(1, [Subscription("bp/t")]))  # QoS 0: no window
             assert isinstance(await subscriber.receive(), SubAck)
             (connection,) = [c for c in broker.connections if c.client == "bp-sub"]
-            session = connection.closer.__self__  # type: ignore[union-attr]
+            assert isinstance(connection.closer, MethodType)  # the session's close_from_broker
+            session = connection.closer.__self__
             assert isinstance(session, Session)
             queue = broker.default_vhost.queues["mqtt-subscription-bp-sub"]
 

@@ -8,6 +8,7 @@ import pytest
 import trio
 from trio_websocket import HandshakeError, open_websocket_url
 
+from herald.core.broker import Broker
 from herald.plugins.mqtt.codec import (
     ConnAck,
     Connect,
@@ -20,15 +21,14 @@ from herald.plugins.mqtt.codec import (
     PubRec,
     PubRel,
     ReasonCode,
+    SubAck,
     Subscribe,
     Subscription,
     SubscriptionOptions,
     Unsubscribe,
     Will,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, port
-
-LOGIN = {"username": "guest", "password": b"guest"}
+from tests.mqtt_e2e.helpers import LOGIN, Paho, RawClient, mqtt_broker, port
 
 
 async def assert_still_serving(client: Paho, topic: str) -> None:
@@ -112,7 +112,7 @@ async def test_subscribe_in_3_1_1_before_connack_is_answered_after_it(tmp_path: 
             await raw.send(Connect("eager", 4, **LOGIN), Subscribe(3, [Subscription("e/t")]))
             assert isinstance(await raw.receive(), ConnAck)
             suback = await raw.receive()
-            assert suback is not None and suback.packet_id == 3  # type: ignore[attr-defined]
+            assert isinstance(suback, SubAck) and suback.packet_id == 3
             await raw.aclose()
 
 
@@ -156,10 +156,10 @@ async def test_client_still_sending_after_the_disconnect_reads_it(tmp_path: Path
 
 
 async def connected_raw(
-    broker: object, client_id: str, version: int, **connect: object
+    broker: Broker, client_id: str, version: int, *, will: Will | None = None
 ) -> RawClient:
-    raw = await RawClient.open(broker, version=version)  # type: ignore[arg-type]
-    await raw.send(Connect(client_id, version, **connect, **LOGIN))  # type: ignore[arg-type]
+    raw = await RawClient.open(broker, version=version)
+    await raw.send(Connect(client_id, version, will=will, **LOGIN))
     connack = await raw.receive()
     assert isinstance(connack, ConnAck) and connack.reason_code == 0
     return raw
@@ -177,7 +177,7 @@ async def connected_raw(
     ],
 )
 async def test_an_ack_that_does_not_fit_the_delivery_closes_the_connection(
-    tmp_path: Path, version: int, qos: int, acks: list[type[Packet]]
+    tmp_path: Path, version: int, qos: int, acks: list[type[PubAck | PubComp | PubRec]]
 ) -> None:
     """Mosquitto's rule (db__message_delete_outgoing / _update_outgoing): an ack of the wrong
     kind for a packet id in flight is a protocol error. The will is published, as for any
@@ -194,8 +194,12 @@ async def test_an_ack_that_does_not_fit_the_delivery_closes_the_connection(
             await watcher.publish("fit/t", b"m", qos)
             publish = await raw.receive()
             assert isinstance(publish, Publish) and publish.qos == qos
-            await raw.send(*(ack(publish.packet_id) for ack in acks))  # type: ignore[call-arg]
-            answered = [(type(p), p.reason_code) for p in await raw.until_closed()]  # type: ignore[attr-defined]
+            assert publish.packet_id is not None  # QoS 1 and 2 carry one
+            await raw.send(*(ack(publish.packet_id) for ack in acks))
+            answered: list[tuple[type[Packet], int]] = []
+            for packet in await raw.until_closed():
+                assert isinstance(packet, PubRel | Disconnect), packet
+                answered.append((type(packet), packet.reason_code))
             expected: list[tuple[type[Packet], int]] = []
             if qos == 2 and acks[0] is PubRec:  # the PUBREC was right: PUBREL, then the misfit
                 expected.append((PubRel, ReasonCode.SUCCESS))

@@ -78,10 +78,11 @@ async def test_native_publish_reaches_mqtt_subscribers(tmp_path: Path) -> None:
                 1,  # persistent -> QoS 1
             )
             properties = received.properties
-            assert properties.ContentType == "application/json"
-            assert properties.ResponseTopic == "orders/replies"
-            assert properties.CorrelationData == b"abc"
-            assert properties.UserProperty == [("priority", "high"), ("retries", "3")]
+            assert properties is not None
+            assert properties.ContentType == "application/json"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert properties.ResponseTopic == "orders/replies"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert properties.CorrelationData == b"abc"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert properties.UserProperty == [("priority", "high"), ("retries", "3")]  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
             plain = await v311.message()
             assert (plain.topic, plain.payload, plain.qos) == ("orders/new", b'{"id": 7}', 1)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from herald.core.broker import Broker
 from herald.plugins.mqtt.codec import (
     NO_PROPERTIES,
     ConnAck,
@@ -22,6 +23,7 @@ from herald.plugins.mqtt.codec import (
     SubscriptionOptions,
 )
 from tests.mqtt_e2e.helpers import (
+    LOGIN,
     Paho,
     RawClient,
     connect_props5,
@@ -30,12 +32,12 @@ from tests.mqtt_e2e.helpers import (
     props5,
 )
 
-LOGIN = {"username": "guest", "password": b"guest"}
 
-
-async def raw_v5(broker: object, client_id: str, **properties: object) -> RawClient:
-    client = await RawClient.open(broker, version=5)  # type: ignore[arg-type]
-    await client.send(Connect(client_id, 5, properties=Properties(**properties), **LOGIN))  # type: ignore[arg-type]
+async def raw_v5(
+    broker: Broker, client_id: str, properties: Properties = NO_PROPERTIES
+) -> RawClient:
+    client = await RawClient.open(broker, version=5)
+    await client.send(Connect(client_id, 5, properties=properties, **LOGIN))
     connack = await client.receive()
     assert isinstance(connack, ConnAck) and connack.reason_code == 0
     return client
@@ -56,11 +58,12 @@ async def test_publish_properties_round_trip(tmp_path: Path) -> None:
             )
             await client.publish("rpc/request", b'{"op": 1}', 1, properties=properties)
             received = (await client.message()).properties
-            assert received.ContentType == "application/json"
-            assert received.ResponseTopic == "rpc/reply/42"
-            assert received.CorrelationData == b"\x00\x01corr"
-            assert received.PayloadFormatIndicator == 1
-            assert received.UserProperty == [("trace", "a"), ("trace", "b"), ("tenant", "t1")]
+            assert received is not None
+            assert received.ContentType == "application/json"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert received.ResponseTopic == "rpc/reply/42"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert received.CorrelationData == b"\x00\x01corr"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert received.PayloadFormatIndicator == 1  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert received.UserProperty == [("trace", "a"), ("trace", "b"), ("tenant", "t1")]  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
 
 
 async def test_message_expiry(tmp_path: Path) -> None:
@@ -85,7 +88,8 @@ async def test_message_expiry(tmp_path: Path) -> None:
             assert (await away.connect(clean_start=False, properties=session)).session_present
             message = await away.message()
             assert message.payload == b"long"
-            assert 1 <= message.properties.MessageExpiryInterval <= 59
+            assert message.properties is not None
+            assert 1 <= message.properties.MessageExpiryInterval <= 59  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
 
 
 async def test_no_local(tmp_path: Path) -> None:
@@ -116,8 +120,9 @@ async def test_subscription_identifiers(tmp_path: Path) -> None:
             await client.publish("si/x", b"both", 1)
             await client.publish("si/x/y", b"one", 1)
             first, second = await client.message(), await client.message()
-            assert first.properties.SubscriptionIdentifier == [5, 9]
-            assert second.properties.SubscriptionIdentifier == [9]
+            assert first.properties is not None and second.properties is not None
+            assert first.properties.SubscriptionIdentifier == [5, 9]  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert second.properties.SubscriptionIdentifier == [9]  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
 
 
 async def test_unauthorized_publish_and_subscribe_get_reason_codes(tmp_path: Path) -> None:
@@ -187,13 +192,14 @@ async def test_packet_too_large_is_refused_with_disconnect(tmp_path: Path) -> No
             await raw.send(Publish("big/t", b"x" * 2000))
             packets = await raw.until_closed()
             assert [type(p) for p in packets] == [Disconnect]
-            assert packets[0].reason_code == ReasonCode.PACKET_TOO_LARGE  # type: ignore[attr-defined]
+            assert isinstance(packets[0], Disconnect)
+            assert packets[0].reason_code == ReasonCode.PACKET_TOO_LARGE
 
 
 async def test_client_maximum_packet_size_drops_larger_messages(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
-            raw = await raw_v5(broker, "small-reader", maximum_packet_size=200)
+            raw = await raw_v5(broker, "small-reader", Properties(maximum_packet_size=200))
             await raw.send(Subscribe(1, [Subscription("size/t", SubscriptionOptions(1))]))
             assert await raw.receive() == SubAck(1, [1])
             publisher = Paho(broker, version=5)
@@ -202,7 +208,8 @@ async def test_client_maximum_packet_size_drops_larger_messages(tmp_path: Path) 
             await publisher.publish("size/t", b"fits", 1)
             packet = await raw.receive()
             assert isinstance(packet, Publish) and packet.payload == b"fits"
-            await raw.send(PubAck(packet.packet_id))  # type: ignore[arg-type]
+            assert packet.packet_id is not None  # QoS 1
+            await raw.send(PubAck(packet.packet_id))
             await raw.ping()
             queue = broker.default_vhost.queues["mqtt-subscription-small-reader"]
             assert queue.statistics().messages_unacknowledged == 0  # the large one was dropped
@@ -212,7 +219,7 @@ async def test_client_maximum_packet_size_drops_larger_messages(tmp_path: Path) 
 async def test_client_receive_maximum_limits_messages_in_flight(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
-            raw = await raw_v5(broker, "slow-reader", receive_maximum=2)
+            raw = await raw_v5(broker, "slow-reader", Properties(receive_maximum=2))
             await raw.send(Subscribe(1, [Subscription("rm/t", SubscriptionOptions(1))]))
             assert await raw.receive() == SubAck(1, [1])
             publisher = Paho(broker, version=5)
@@ -224,7 +231,8 @@ async def test_client_receive_maximum_limits_messages_in_flight(tmp_path: Path) 
             assert (stats.messages_unacknowledged, stats.messages_ready) == (2, 3)
             first = await raw.receive()
             assert isinstance(first, Publish) and first.payload == b"m0"
-            await raw.send(PubAck(first.packet_id))  # type: ignore[arg-type]
+            assert first.packet_id is not None  # QoS 1
+            await raw.send(PubAck(first.packet_id))
             payloads = []
             for _ in range(2):
                 packet = await raw.receive()
@@ -237,7 +245,7 @@ async def test_client_receive_maximum_limits_messages_in_flight(tmp_path: Path) 
 async def test_outbound_topic_aliases_when_the_client_allows_them(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
-            raw = await raw_v5(broker, "alias-reader", topic_alias_maximum=1)
+            raw = await raw_v5(broker, "alias-reader", Properties(topic_alias_maximum=1))
             await raw.send(Subscribe(1, [Subscription("out/#", SubscriptionOptions(0))]))
             assert await raw.receive() == SubAck(1, [0])
             publisher = Paho(broker, version=5)

@@ -193,8 +193,14 @@ async def test_a_subscribe_with_a_malformed_filter_applies_none_of_them(tmp_path
         async with mqtt_broker(tmp_path) as broker:
             client = await RawClient.open(broker, version=5)
             expiry = Properties(session_expiry_interval=600)  # a queue that outlives the close
-            login = {"username": "guest", "password": b"guest"}
-            connect = Connect("raw-filter", 5, clean_start=False, properties=expiry, **login)
+            connect = Connect(
+                "raw-filter",
+                5,
+                clean_start=False,
+                properties=expiry,
+                username="guest",
+                password=b"guest",
+            )
             await client.send(connect)
             assert isinstance(await client.receive(), ConnAck)
             subscriptions = [Subscription("ok/+", SubscriptionOptions(1)), Subscription("bad/#/x")]
@@ -224,7 +230,14 @@ def _next_packet(sock: socket.socket, reader: PacketReader) -> Packet:
         data = sock.recv(65536)
         assert data, "the broker closed the connection"
         reader.receive_data(data)
-    return packet  # type: ignore[return-value]
+    assert isinstance(packet, Packet)  # the loop ends on a packet, never on NEED_DATA
+    return packet
+
+
+def _next_publish(sock: socket.socket, reader: PacketReader) -> Publish:
+    packet = _next_packet(sock, reader)
+    assert isinstance(packet, Publish), packet
+    return packet
 
 
 def _subscribe_then_publish(broker_port: int, rounds: int) -> list[bytes]:
@@ -240,7 +253,7 @@ def _subscribe_then_publish(broker_port: int, rounds: int) -> list[bytes]:
             publisher.sendall(encode_packet(Publish(topic, b"%d" % n), 4))
             assert isinstance(_next_packet(subscriber, reader), SubAck)
             publisher.sendall(encode_packet(Publish(topic, b"end"), 4))  # after the SUBACK
-            while (payload := _next_packet(subscriber, reader).payload) != b"end":  # type: ignore[attr-defined]
+            while (payload := _next_publish(subscriber, reader).payload) != b"end":
                 received.append(payload)
     finally:
         publisher.close()

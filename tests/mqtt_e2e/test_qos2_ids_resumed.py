@@ -22,15 +22,13 @@ from herald.plugins.mqtt.codec import (
     SubscriptionOptions,
 )
 from herald.storage.memory import MemoryStoreData
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker
-
-LOGIN = {"username": "guest", "password": b"guest"}
+from tests.mqtt_e2e.helpers import LOGIN, Paho, RawClient, mqtt_broker
 
 
 async def resume(broker: Broker, client_id: str, present: bool) -> RawClient:
     """A 3.1.1 client with a persistent session (clean session 0)."""
     raw = await RawClient.open(broker)
-    await raw.send(Connect(client_id, 4, clean_start=False, **LOGIN))  # type: ignore[arg-type]
+    await raw.send(Connect(client_id, 4, clean_start=False, **LOGIN))
     assert await raw.receive() == ConnAck(0, present)
     return raw
 

@@ -16,9 +16,7 @@ from herald.plugins.mqtt.codec import (
     Will,
 )
 from herald.storage.memory import MemoryStoreData
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, props5
-
-LOGIN = {"username": "guest", "password": b"guest"}
+from tests.mqtt_e2e.helpers import LOGIN, Paho, RawClient, mqtt_broker, props5
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -68,8 +66,9 @@ async def test_retained_messages_survive_a_restart(tmp_path: Path) -> None:
             await subscriber.subscribe("config/#", 1)
             message = await subscriber.message()
             assert (message.topic, message.payload, message.retain) == ("config/temp", b"21", True)
-            assert message.properties.ContentType == "text/plain"
-            assert message.properties.UserProperty == [("unit", "C")]
+            assert message.properties is not None
+            assert message.properties.ContentType == "text/plain"  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
+            assert message.properties.UserProperty == [("unit", "C")]  # type: ignore[attr-defined]  # paho sets Properties attributes at run time
 
 
 async def test_retain_handling_and_retain_as_published(tmp_path: Path) -> None:

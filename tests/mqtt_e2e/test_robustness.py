@@ -23,9 +23,8 @@ from herald.plugins.mqtt.codec import (
     Unsubscribe,
     encode_packet,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, no_errors_logged
+from tests.mqtt_e2e.helpers import LOGIN, Paho, RawClient, mqtt_broker, no_errors_logged
 
-LOGIN = {"username": "guest", "password": b"guest"}
 WORDS = ["a", "b", "+", "#", "$SYS", "", "$share", "g", "x.y"]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from herald.core.broker import Broker
 from herald.plugins.mqtt.codec import (
     ConnAck,
     Connect,
@@ -25,8 +26,8 @@ from herald.storage.memory import MemoryStoreData
 from tests.mqtt_e2e.helpers import Paho, RawClient, connect_props5, mqtt_broker
 
 
-async def persistent_client(broker: object, version: int, client_id: str) -> tuple[Paho, bool]:
-    client = Paho(broker, version=version, client_id=client_id, clean=False)  # type: ignore[arg-type]
+async def persistent_client(broker: Broker, version: int, client_id: str) -> tuple[Paho, bool]:
+    client = Paho(broker, version=version, client_id=client_id, clean=False)
     if version == 5:
         connected = await client.connect(
             clean_start=False, properties=connect_props5(SessionExpiryInterval=3600)
@@ -119,9 +120,10 @@ async def test_session_takeover(tmp_path: Path, version: int) -> None:
 async def test_unacked_message_is_redelivered_with_dup_and_its_packet_id(tmp_path: Path) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
-            login = {"username": "guest", "password": b"guest"}
             raw = await RawClient.open(broker)
-            await raw.send(Connect("dupper", 4, clean_start=False, **login))
+            await raw.send(
+                Connect("dupper", 4, clean_start=False, username="guest", password=b"guest")
+            )
             assert await raw.receive() == ConnAck()
             await raw.send(Subscribe(1, [Subscription("dup/t", SubscriptionOptions(1))]))
             assert await raw.receive() == SubAck(1, [1])
@@ -133,7 +135,9 @@ async def test_unacked_message_is_redelivered_with_dup_and_its_packet_id(tmp_pat
             await raw.aclose()  # gone without PUBACK
 
             raw = await RawClient.open(broker)
-            await raw.send(Connect("dupper", 4, clean_start=False, **login))
+            await raw.send(
+                Connect("dupper", 4, clean_start=False, username="guest", password=b"guest")
+            )
             assert await raw.receive() == ConnAck(session_present=True)
             again = await raw.receive()
             assert isinstance(again, Publish)
@@ -142,7 +146,8 @@ async def test_unacked_message_is_redelivered_with_dup_and_its_packet_id(tmp_pat
                 True,
                 first.packet_id,
             )
-            await raw.send(PubAck(again.packet_id))  # type: ignore[arg-type]
+            assert again.packet_id is not None  # QoS 1
+            await raw.send(PubAck(again.packet_id))
             await publisher.publish("dup/t", b"next", 1)
             following = await raw.receive()
             assert isinstance(following, Publish)
@@ -183,7 +188,7 @@ async def test_shared_subscription_balances_between_members(tmp_path: Path) -> N
             sent = [f"job {n}".encode() for n in range(10)]
             for payload in sent:
                 await publisher.publish("jobs/build", payload, 1)
-            got: list[list[bytes]] = [[], []]
+            got: list[list[bytes | bytearray]] = [[], []]  # MQTTMessage.payload's type
             while sum(map(len, got)) < len(sent):
                 for member, bucket in zip(members, got, strict=True):
                     while not member.messages.empty():

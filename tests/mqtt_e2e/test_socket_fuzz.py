@@ -80,7 +80,7 @@ class Bystander:
         await self.client.publish(self.topic, body, 1)  # waits for the PUBACK
         self.sent.append(body)
 
-    async def received(self) -> list[bytes]:
+    async def received(self) -> list[bytes | bytearray]:  # MQTTMessage.payload's type
         bodies = []
         for _ in self.sent:
             bodies.append((await self.client.message()).payload)

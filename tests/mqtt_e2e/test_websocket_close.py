@@ -28,7 +28,9 @@ DISCONNECT = b"\xe0\x00"
 
 def connection_tasks() -> list[trio.lowlevel.Task]:
     """The running handler tasks of MQTT connections (core/listeners.py names them)."""
-    found, nurseries = [], list(trio.lowlevel.current_root_task().child_nurseries)
+    root = trio.lowlevel.current_root_task()
+    assert root is not None  # called from inside trio.run
+    found, nurseries = [], list(root.child_nurseries)
     while nurseries:
         for task in nurseries.pop().child_tasks:
             if task.name == "mqtt connection":
