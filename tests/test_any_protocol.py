@@ -12,6 +12,7 @@ import trio
 
 from herald.core.any_protocol import Sniffer, detect
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from herald.plugins.amqp.plugin import sniff as amqp_sniff
 from herald.plugins.mqtt.plugin import sniff as mqtt_sniff
 from herald.plugins.stomp.plugin import sniff as stomp_sniff
@@ -53,7 +54,7 @@ async def test_echo_and_garbage_on_the_any_port(
         async with embedded(
             data_dir=tmp_path, plugins=["echo"], store=MemoryStore(), settings=settings
         ) as broker:
-            (any_port,) = [lst.port for lst in broker.listeners if lst.protocol == "any"]
+            any_port = listener_port(broker, "any")
             client = await trio.open_tcp_stream("127.0.0.1", any_port)
             await client.send_all(b"EC")  # not enough to tell yet
             await trio.sleep(0.05)

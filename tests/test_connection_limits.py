@@ -21,6 +21,7 @@ import trio
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from tests.mqtt_e2e.helpers import Paho
 from tests.stomp_e2e.helpers import Client as Stomp
 
@@ -50,7 +51,7 @@ async def limited_broker(tmp_path: Path, settings: Sequence[str]) -> AsyncIterat
 
 
 def amqp_port(broker: Broker) -> int:
-    return next(lst.port for lst in broker.listeners if lst.protocol == "amqp")
+    return listener_port(broker, "amqp")
 
 
 def pika_connect(

@@ -20,16 +20,12 @@ import stomp
 import trio
 
 from herald.core.broker import Broker
+from herald.core.testing import listener_port
 
 TIMEOUT = 10  # seconds any one hop may take: a hang guard, not a timing assertion
 
 
-def port_of(broker: Broker, protocol: str, transport: str = "tcp") -> int:
-    return next(
-        lst.port
-        for lst in broker.listeners
-        if lst.protocol == protocol and lst.transport == transport
-    )
+port_of = listener_port
 
 
 class Mqtt5Properties(Protocol):

@@ -29,6 +29,7 @@ import trio
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from tests.mqtt_e2e.helpers import Paho
 from tests.stomp_e2e.helpers import Client as Stomp
 
@@ -61,7 +62,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
 
 
 def amqp_port(broker: Broker) -> int:
-    return next(lst.port for lst in broker.listeners if lst.protocol == "amqp")
+    return listener_port(broker, "amqp")
 
 
 class Pika:

@@ -25,6 +25,7 @@ import trio
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.testing import listener_port
 from herald.plugins.amqp import plugin as amqp_plugin
 from herald.storage import commitlog_plugin
 from herald.storage.memory import MemoryStore, MemoryStoreData
@@ -79,7 +80,7 @@ class BrokerThread:
             store=None if self.commitlog else MemoryStore(self.data),
         ) as broker:
             self.broker = broker
-            self.port = next(lst.port for lst in broker.listeners if lst.protocol == "amqp")
+            self.port = listener_port(broker, "amqp")
             self._started.set()
             await self._stop.wait()
 
