@@ -18,12 +18,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import psutil
-import trio
 
 from herald.cluster.config import WILDCARD_HOSTS, ClusterConfig, join_address, split_address
 
 if TYPE_CHECKING:
-    from herald.core.broker import Broker
     from herald.core.plugin_types import Listener
 
 KINDS: Mapping[tuple[str, str], str] = {
@@ -38,7 +36,6 @@ KINDS: Mapping[tuple[str, str], str] = {
 """(listener protocol, transport) -> the key it is published under."""
 
 LOOPBACK = "127.0.0.1"
-LISTEN_POLL_S = 0.01
 
 
 def host_address() -> str:
@@ -69,13 +66,3 @@ def client_addresses(listeners: Iterable[Listener], host: str) -> dict[str, str]
         bound = listener.host if listener.host not in WILDCARD_HOSTS else host
         out[kind] = join_address(bound, listener.port)
     return out
-
-
-async def wait_listening(broker: Broker) -> None:
-    """Return once every protocol the broker serves has bound its listeners (the broker
-    has started), or the broker is stopping. Services start before the broker binds its
-    listeners, so a service that publishes addresses waits here first; the kernel offers no
-    event for it, and a short poll over the start-up costs nothing later."""
-    wanted = {spec.name for spec in broker.plugins.protocols(broker.config.broker.plugins)}
-    while not broker.stopping and not wanted <= {lst.protocol for lst in broker.listeners}:
-        await trio.sleep(LISTEN_POLL_S)

@@ -15,7 +15,7 @@ import httpx
 
 from herald.cluster.nameserver.client import base_url
 from herald.cluster.plugin import cluster_config
-from herald.cluster.service import running_node
+from herald.cluster.node import running_node
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker

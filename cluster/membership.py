@@ -67,8 +67,8 @@ class LeaseGuard:
 
 
 class Membership:
-    """One node's membership. `run` is its service: join, then keep the lease alive and
-    the node key current until cancelled, then leave.
+    """One node's membership. `run` is its task in the node runner (node.py): join, then
+    keep the lease alive and the node key current until cancelled, then leave.
 
     `describe()` returns the node key's changing part (`addrs`, `offset`); it is called at
     each renewal and the key is put again only when its value changed.
@@ -112,7 +112,7 @@ class Membership:
         }
         return json.dumps(data, separators=(",", ":"), sort_keys=True).encode()
 
-    # -- the service -------------------------------------------------------------------------
+    # -- the task ----------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Join (a node that cannot reach etcd starts fenced and keeps trying), report

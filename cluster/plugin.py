@@ -1,11 +1,11 @@
 """herald's cluster plugin: the hooks herald calls.
 
 Registered through the `herald` entry-point group as `cluster = "herald.cluster.plugin"`.
-Every broker loads this module, so it imports only the config class: the services
-(service.py: etcd, httpx) load when a node runs with `cluster.enabled = true`, the commands
+Every broker loads this module, so it imports only the config class: the node runner
+(node.py: etcd, httpx) loads when a node runs with `cluster.enabled = true`, the commands
 (cli.py) when they run, `GET /api/cluster` (api.py) when it is asked. A broker without
-`[cluster]` (or with `enabled = false`) gets no service from it and nothing on its message
-path.
+`[cluster]` (or with `enabled = false`) gets None from `herald_node_runner` and runs as a bare
+broker: nothing of the cluster runs, nothing is on its message path.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from herald.core.plugin_types import (
     CliCommand,
     ConfigSection,
     ManagementRoute,
+    NodeRunner,
     PluginInfo,
-    Service,
 )
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from herald.core.broker import Broker
     from herald.core.config import HeraldConfig
+    from herald.core.plugins import Plugins
 
 log = logging.getLogger("herald.cluster")
 
@@ -81,13 +82,15 @@ def herald_configure(config: HeraldConfig) -> None:
 
 
 @hookimpl
-def herald_services(broker: Broker) -> list[Service]:
-    config = cluster_config(broker.config)
-    if config is None:
-        return []
-    from herald.cluster.service import ClusterNode
+def herald_node_runner(config: HeraldConfig, plugins: Plugins) -> NodeRunner | None:
+    """A node with `cluster.enabled = true` runs as a `ClusterNode` (node.py): etcd first,
+    then its broker; any other node as a bare broker."""
+    section = cluster_config(config)
+    if section is None:
+        return None
+    from herald.cluster.node import ClusterNode
 
-    return ClusterNode(broker, config).services()
+    return ClusterNode(config, plugins, section)
 
 
 @hookimpl
@@ -103,7 +106,7 @@ def herald_management_routes() -> list[ManagementRoute]:
 
 
 async def _cluster_view(broker: Broker, request: object) -> object:
-    from herald.cluster.api import cluster_view  # httpx and the services: only when asked
+    from herald.cluster.api import cluster_view  # httpx and the node runner: only when asked
 
     return await cluster_view(broker, request)
 

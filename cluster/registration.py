@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import httpx
@@ -59,7 +59,7 @@ def queue_table(broker: Broker) -> QueueTable:
 
 
 class Registrar:
-    """Registers one node with its name servers; `run` is the service body.
+    """Registers one node with its name servers; `run` is its task in the node runner.
 
     `addresses()` and `queues()` are read at each registration (client addresses as
     bound, the queue table as it is now).
@@ -117,12 +117,10 @@ class Registrar:
         self.rounds += 1
         return outcomes
 
-    async def run(self, wait_ready: Callable[[], Awaitable[None]] | None = None) -> None:
+    async def run(self) -> None:
         """Register now, then every `interval_s` and at each role change, until cancelled;
-        unregister on the way out. `wait_ready` (async) is awaited before the first round."""
+        unregister on the way out. The node runs it once its listeners are bound."""
         try:
-            if wait_ready is not None:
-                await wait_ready()
             async with httpx.AsyncClient(timeout=self.timeout_s) as client:
                 while True:
                     sent = (self.status.role, self.status.epoch)

@@ -1,4 +1,4 @@
-"""`NodeStatus`: what this node is in its cluster, shared by its cluster services.
+"""`NodeStatus`: what this node is in its cluster, shared by its node runner (node.py).
 
 Membership (membership.py) publishes it in the node key, registration (registration.py)
 sends it to the name servers. A role change wakes both at once: the name servers must learn

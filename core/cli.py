@@ -29,7 +29,7 @@ from herald.core.process_memory import fix_mmap_threshold
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
-    from herald.core.plugin_types import CliCommand, Listener
+    from herald.core.plugin_types import CliCommand, Listener, NodeRunner
     from herald.core.plugins import Plugins
 
 log = logging.getLogger("herald.core.cli")
@@ -231,12 +231,16 @@ def describe_listener(listener: Listener) -> str:
 
 
 async def _serve(config: HeraldConfig, plugins: Plugins, started: trio.Event) -> None:
-    from herald.core.broker import Broker
+    """Run the node until it stops: the runner a plugin returns (`herald_node_runner`, e.g. a
+    cluster node), else a bare broker, which is its own runner."""
+    runner = plugins.node_runner(config)
+    if runner is None:
+        from herald.core.broker import Broker
 
-    broker = Broker(config, plugins)
+        runner = Broker(config, plugins)
     async with trio.open_nursery() as nursery:
-        await nursery.start(_watch_signals, broker)
-        await nursery.start(_run_broker, broker, nursery.cancel_scope)
+        await nursery.start(_watch_signals, runner)
+        broker = await nursery.start(_run_broker, runner, nursery.cancel_scope)
         for listener in broker.listeners:
             log.info("listening: %s", describe_listener(listener))
         log.info(
@@ -248,17 +252,17 @@ async def _serve(config: HeraldConfig, plugins: Plugins, started: trio.Event) ->
 
 
 async def _run_broker(
-    broker: Broker,
+    runner: NodeRunner,
     done: trio.CancelScope,
     *,
     task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await broker.run(task_status=task_status)
-    done.cancel()  # the broker has stopped: stop watching signals too
+    await runner.run(task_status=task_status)
+    done.cancel()  # the node has stopped: stop watching signals too
 
 
 async def _watch_signals(
-    broker: Broker, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    runner: NodeRunner, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
 ) -> None:
     """First SIGINT/SIGTERM: graceful stop. Second: exit at once, without cleaning up."""
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -271,7 +275,7 @@ async def _watch_signals(
                 os._exit(128 + signum)
             stopping = True
             log.info("%s: stopping (send it again to exit at once)", name)
-            broker.stop()
+            runner.stop()
 
 
 @main.command(name="plugins")

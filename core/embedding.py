@@ -1,11 +1,13 @@
-"""Run a broker inside another Trio program or test suite.
+"""Run a broker (a node) inside another Trio program or test suite.
 
     async with herald.core.embedded(plugins=["amqp"], settings=["amqp.port=0"]) as broker:
         port = broker.listeners[0].port
         ...
 
 The broker runs in a nursery owned by the context manager; leaving the block stops it
-gracefully (connections are asked to close, the store is flushed and closed).
+gracefully (connections are asked to close, the store is flushed and closed). A node that a
+plugin runs (hook `herald_node_runner`: a cluster node) runs the same way as under
+`herald run`, and the block still gets its `Broker`.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import trio
 
 from herald.core.broker import Broker
 from herald.core.config import load_config
+from herald.core.errors import ConfigError
 from herald.core.plugins import get_plugin_manager
 
 if TYPE_CHECKING:
     from herald.core.config import HeraldConfig
+    from herald.core.plugin_types import NodeRunner
     from herald.core.store import Store
 
 
@@ -38,12 +42,18 @@ async def embedded(
     extra_plugins: Iterable[object] = (),
     store: Store | None = None,
 ) -> AsyncIterator[Broker]:
-    """Start a broker, yield it once its listeners are bound, stop it on exit.
+    """Start a node, yield its broker once the listeners are bound, stop it on exit.
 
     `plugins` names the protocol plugins to enable (None: every installed one), `settings`
     are `KEY=VALUE` overrides as on the command line, `data` a config mapping as from TOML.
     `extra_plugins` are plugin objects registered in addition to the installed ones, and
     `store` replaces the configured store (e.g. a MemoryStore on data kept across restarts).
+
+    The node runs as under `herald run`: by the runner a plugin returns from
+    `herald_node_runner` (a cluster node), else as a bare broker.
+
+    :raises ConfigError: `store` is given for a node a plugin runs (its runner builds the
+        broker, and with it the store).
     """
     manager = get_plugin_manager(load_entrypoints=load_entrypoints)
     for plugin in extra_plugins:
@@ -60,10 +70,17 @@ async def embedded(
         )
     if config.broker.plugins is not None:
         manager.require(config.broker.plugins)
-    broker = Broker(config, manager, store=store)
+    runner: NodeRunner | None = manager.node_runner(config)
+    if runner is None:
+        runner = Broker(config, manager, store=store)
+    elif store is not None:
+        raise ConfigError(
+            f"embedded(store=...): this node is run by a plugin ({type(runner).__name__}, "
+            "hook herald_node_runner), whose broker opens the configured store"
+        )
     async with trio.open_nursery() as nursery:
-        await nursery.start(broker.run)
+        broker = await nursery.start(runner.run)
         try:
             yield broker
         finally:
-            broker.stop()
+            runner.stop()

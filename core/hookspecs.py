@@ -30,12 +30,14 @@ if TYPE_CHECKING:
         CliCommand,
         ConfigSection,
         ManagementRoute,
+        NodeRunner,
         PluginInfo,
         ProtocolSpec,
         QueueType,
         Service,
         StorageBackend,
     )
+    from herald.core.plugins import Plugins
 
 PROJECT = "herald"
 """The pluggy project name, which is also the entry-point group."""
@@ -217,6 +219,30 @@ def herald_cli_commands() -> list[CliCommand]:
 
 
 # -- lifecycle ----------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def herald_node_runner(config: Config, plugins: Plugins) -> NodeRunner | None:
+    """Run this node as something other than a bare broker (a cluster node: CLUSTER.md §3.5).
+
+    Asked once by `herald run` and by `herald.core.embedded()`, after the config is loaded
+    and before any broker is built. The runner owns the node's life: the broker is something
+    it builds (`Broker(config, plugins)`, which calls `herald_configure`) and starts, and may
+    stop and build again (a node that changes roles); see `NodeRunner` for what its `run` and
+    `stop` must do. The process's signals, its `listening:` and `herald started` lines, and
+    `embedded()`'s yielded broker are the same either way.
+
+    firstresult: stops at the first non-None result.
+
+    :param config: the loaded config, each plugin's section structured; `herald_configure`
+        has not been called yet (the broker the runner builds calls it).
+    :param plugins: the loaded plugins, to build the broker with.
+    :returns: a `herald.core.plugin_types.NodeRunner`, or None when this plugin does not run
+        this node (e.g. its section is not enabled): the next plugin is asked and, when none
+        answers, a bare `Broker` runs, at no cost beyond this call.
+
+    .. versionadded:: 0.1
+    """
 
 
 @hookspec

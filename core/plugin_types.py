@@ -4,7 +4,8 @@ Hooks hand the kernel descriptions, not running things: a protocol is a name plu
 `serve` callable the kernel starts in its own nursery, a storage backend is a factory, a
 service is an async callable. The kernel decides when and where each one runs, so no plugin
 starts a task of its own (STYLE.md item 15). The types are frozen: a description, once
-returned, is what the kernel relies on.
+returned, is what the kernel relies on. `NodeRunner` is the one protocol among them: an object
+whose `run` the kernel starts in its nursery, as it starts a `Service.run`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import pathlib
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -20,7 +21,9 @@ from herald.core.errors import PluginError
 
 if TYPE_CHECKING:
     import click
+    import trio
 
+    from herald.core.broker import Broker
     from herald.core.queue import Queue
     from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
     from herald.core.store import Store
@@ -162,6 +165,27 @@ class Service:
 
     name: str
     run: Callable[..., Awaitable[None]]
+
+
+@runtime_checkable
+class NodeRunner(Protocol):
+    """What runs a node when a plugin takes its life over (hook `herald_node_runner`).
+
+    `herald run` and `herald.core.embedded()` run it as `broker = await
+    nursery.start(runner.run)`, in place of a bare `Broker` (a `Broker` is the trivial
+    runner: its `run` reports itself and returns when it has stopped).
+
+    - `run(*, task_status)` starts the node; once the node's `Broker` is running with its
+      listeners bound it calls `task_status.started(broker)`; it returns when the node has
+      stopped. It returns too when that broker stops (`broker.stop()`, e.g. by an
+      embedder), and it cleans up when cancelled (in shielded `finally` blocks).
+    - `stop()` asks the node to stop gracefully (what SIGINT / SIGTERM do); it is
+      idempotent, never blocks, and may come before `run` has reported the broker.
+    """
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = ...) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ from herald.core.plugin_types import (
     CliCommand,
     ConfigSection,
     ManagementRoute,
+    NodeRunner,
     PluginInfo,
     ProtocolSpec,
     QueueType,
@@ -260,6 +261,19 @@ class Plugins:
         :raises herald.core.errors.ConfigError: a plugin rejected the config.
         """
         self._hook.herald_configure.call_historic(kwargs={"config": config})
+
+    def node_runner(self, config: Config) -> NodeRunner | None:
+        """The runner a plugin runs this node with (`herald_node_runner`), or None: a bare
+        `Broker(config, self)` runs it.
+
+        :raises PluginError: a plugin returned something that is not a `NodeRunner`.
+        """
+        runner = self._hook.herald_node_runner(config=config, plugins=self)
+        if runner is not None and not isinstance(runner, NodeRunner):
+            raise PluginError(
+                f"herald_node_runner returned {runner!r}, not a NodeRunner (run and stop)"
+            )
+        return runner
 
     def services(self, broker: Broker) -> list[Service]:
         return self._collect("herald_services", Service, broker=broker)

@@ -1,9 +1,13 @@
 """What each kind of hook means when several plugins answer (pluggy's firstresult, list
-concatenation, interceptors only when implemented); discovery and validation of plugins are
-tests/test_plugins.py."""
+concatenation, interceptors only when implemented), and a plugin's node runner under
+`embedded()` and `herald run`; discovery and validation of plugins are tests/test_plugins.py."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+from pathlib import Path
 from typing import cast
 
 import attrs
@@ -15,16 +19,19 @@ from hypothesis import strategies as st
 from herald.core import hookimpl
 from herald.core.auth import User
 from herald.core.broker import Broker
-from herald.core.config import HeraldConfig
+from herald.core.cli import _serve
+from herald.core.config import HeraldConfig, load_config
+from herald.core.embedding import embedded
 from herald.core.errors import AccessRefused, ConfigError, PluginError
 from herald.core.message import EMPTY_PROPERTIES, Content, Message
 from herald.core.plugin_types import (
     ManagementRoute,
+    NodeRunner,
     PluginInfo,
     Service,
     StorageBackend,
 )
-from herald.core.plugins import get_plugin_manager
+from herald.core.plugins import Plugins, get_plugin_manager
 from herald.storage.memory import MemoryStore
 from tests.test_plugins import (  # _clean_env: an autouse fixture
     KERNEL,
@@ -234,3 +241,110 @@ def test_services_storage_codecs_and_shutdown() -> None:
     plugins.register(SameCodec(), "same")
     with pytest.raises(PluginError, match="two plugins provide a message codec for 'echo'"):
         plugins.message_codecs()
+
+
+# -- herald_node_runner -------------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class WrappingNode:
+    """A NodeRunner as a cluster node is one: work before its broker runs and after it stops."""
+
+    config: HeraldConfig
+    plugins: Plugins
+    events: list[str]
+    broker: Broker | None = None
+    stopping: bool = False
+
+    def stop(self) -> None:
+        self.events.append("stop")
+        self.stopping = True
+        if self.broker is not None:
+            self.broker.stop()
+
+    async def run(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED) -> None:
+        self.events.append("joined")
+        self.broker = broker = Broker(self.config, self.plugins)
+        if self.stopping:
+            broker.stop()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(broker.run)
+            self.events.append("started")
+            task_status.started(broker)
+        self.events.append("left")
+
+
+@attrs.frozen(eq=False)
+class RunsNodes:
+    events: list[str]
+    answer: bool = True
+
+    @hookimpl
+    def herald_node_runner(self, config: HeraldConfig, plugins: Plugins) -> WrappingNode | None:
+        self.events.append(f"asked {self.answer}")
+        return WrappingNode(config, plugins, self.events) if self.answer else None
+
+
+MEMORY_STORE = ['store.backend="memory"', "broker.plugins=[]"]
+
+
+def test_node_runner_stops_at_the_first_runner_and_is_checked() -> None:
+    events: list[str] = []
+    plugins = make()
+    config = HeraldConfig()
+    assert plugins.node_runner(config) is None  # no plugin: a bare Broker runs the node
+
+    plugins.register(RunsNodes(events), "runs")
+    plugins.register(RunsNodes(events, answer=False), "passes")  # registered last = asked first
+    runner = plugins.node_runner(config)
+    assert isinstance(runner, WrappingNode) and isinstance(runner, NodeRunner)
+    assert runner.config is config and runner.plugins is plugins
+    assert events == ["asked False", "asked True"]
+
+    class Wrong:
+        @hookimpl(tryfirst=True)
+        def herald_node_runner(self) -> object:
+            return "a broker, honestly"
+
+    plugins.register(Wrong(), "wrong")
+    with pytest.raises(PluginError, match="herald_node_runner returned 'a broker, honestly', not"):
+        plugins.node_runner(config)
+
+
+async def test_embedded_runs_the_node_through_the_plugins_runner(tmp_path: Path) -> None:
+    events: list[str] = []
+    async with embedded(
+        data_dir=tmp_path, settings=MEMORY_STORE, extra_plugins=[RunsNodes(events)]
+    ) as broker:
+        assert events == ["asked True", "joined", "started"]
+        assert broker.default_vhost.name == "/"  # the runner's broker, running
+    assert events[-2:] == ["stop", "left"]
+    assert broker.stopping
+    with trio.fail_after(1):
+        await broker.wait_stopped()
+
+    with pytest.raises(ConfigError, match=r"embedded\(store=...\): this node is run by a plugin"):
+        async with embedded(
+            data_dir=tmp_path, store=MemoryStore(), extra_plugins=[RunsNodes(events)]
+        ):
+            pass
+
+
+async def test_herald_run_runs_the_plugins_runner_and_signals_stop_it(tmp_path: Path) -> None:
+    """`herald run`'s own path (cli._serve): the runner's broker is the one announced, and
+    SIGTERM reaches the runner, which stops its broker."""
+    events: list[str] = []
+    plugins = get_plugin_manager()
+    plugins.register(RunsNodes(events), "runs")
+    config = load_config(
+        overrides=[*MEMORY_STORE, f"broker.data_dir={json.dumps(str(tmp_path))}"],
+        plugin_sections=plugins.config_sections(),
+    )
+    started = trio.Event()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_serve, config, plugins, started)
+            await started.wait()
+            assert events == ["asked True", "joined", "started"]
+            os.kill(os.getpid(), signal.SIGTERM)  # _serve's signal receiver takes it
+    assert events[-2:] == ["stop", "left"]

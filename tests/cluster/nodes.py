@@ -1,9 +1,10 @@
 """Cluster nodes as embedded brokers, for tests that need a node but not a process of its own.
 
-`cluster_node(...)` runs a real broker (`herald.core.embedded`) with the cluster plugin
-enabled, the commit-log store in a tmp dir, AMQP on 127.0.0.1 port 0 and the short timers
-of CLUSTER.md §8.1 (lease TTL 2 s, guard 1 s, registration every 0.5 s). `NameServer` runs
-a name server in the test's nursery (127.0.0.1, port 0) that the test can stop.
+`cluster_node(...)` runs a real node through `herald.core.embedded`, hence through the
+cluster plugin's runner as `herald run` does (cluster/node.py): the commit-log store in a
+tmp dir, AMQP on 127.0.0.1 port 0 and the short timers of CLUSTER.md §8.1 (lease TTL 2 s,
+guard 1 s, registration every 0.5 s). `NameServer` runs a name server in the test's nursery
+(127.0.0.1, port 0) that the test can stop.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import trio
 
 from herald.cluster.nameserver.registry import EXPIRY_S, SCAN_S, RouteRegistry
 from herald.cluster.nameserver.server import ServerAddress, run_nameserver
-from herald.cluster.service import ClusterNode, running_node
+from herald.cluster.node import ClusterNode, running_node
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
 
@@ -70,7 +71,7 @@ async def cluster_node(
 
 def node_of(broker: Broker) -> ClusterNode:
     found = running_node(broker)
-    assert found is not None, "the cluster services are not running"
+    assert found is not None, "the node is not running as a cluster node"
     return found
 
 

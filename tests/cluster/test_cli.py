@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -166,3 +167,21 @@ def test_herald_help_lists_the_cluster_commands() -> None:
     assert re.search(r"^\s+nameserver\s+Run a herald name server", result.stdout, re.M)
     group = herald("cluster", "--help")
     assert group.exit_code == 0 and "resolve" in group.stdout
+
+
+def test_herald_run_of_a_misconfigured_cluster_node_is_one_error_line(tmp_path: Path) -> None:
+    """The node runner builds the broker (and so checks the config) before it asks etcd."""
+    sets = [
+        "broker.plugins=[]",
+        'broker.node_name="n1"',
+        "cluster.enabled=true",
+        'cluster.etcd=["http://127.0.0.1:1"]',  # never asked
+        'store.backend="memory"',
+    ]
+    args = [arg for option in sets for arg in ("--set", option)]
+    result = herald("run", "--data-dir", str(tmp_path), *args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [
+        'herald: error: config: cluster.enabled = true needs store.backend = "commitlog" '
+        "(it is 'memory'): replication ships the commit log"
+    ]

@@ -106,6 +106,23 @@ async def test_etcd_stopped_raises_the_cluster_alarm_and_its_return_clears_it(
             assert kv.lease == membership.lease_id
 
 
+async def test_the_node_leaves_when_its_broker_is_stopped(
+    etcd: EtcdProcess, tmp_path: Path
+) -> None:
+    """The node runner's life ends with its broker's, whoever stops the broker."""
+    from herald.cluster.node import running_node
+
+    cluster = cluster_name()
+    async with (
+        EtcdClient(etcd.endpoint) as client,
+        cluster_node(tmp_path, etcd.endpoint, cluster, NODE) as broker,
+    ):
+        await eventually(lambda: key_with_amqp(client, cluster))
+        broker.stop()
+        await until(lambda: running_node(broker) is None)  # the runner has returned
+        assert await node_key(client, cluster, NODE) is None  # and revoked its lease
+
+
 async def test_an_expired_lease_is_granted_again_with_the_node_key(
     etcd: EtcdProcess, tmp_path: Path
 ) -> None:
@@ -134,7 +151,7 @@ async def test_a_node_starts_fenced_while_etcd_is_unreachable(tmp_path: Path) ->
 
 
 async def test_a_standalone_broker_runs_no_cluster_service(tmp_path: Path) -> None:
-    from herald.cluster.service import running_node
+    from herald.cluster.node import running_node
     from herald.core.embedding import embedded
 
     async with embedded(
@@ -143,4 +160,5 @@ async def test_a_standalone_broker_runs_no_cluster_service(tmp_path: Path) -> No
         settings=['amqp.host="127.0.0.1"', "amqp.port=0", 'store.backend="memory"'],
     ) as broker:
         assert running_node(broker) is None
+        assert broker.plugins.node_runner(broker.config) is None  # a bare broker runs
         assert not [s for s in broker.plugins.services(broker) if s.name.startswith("cluster")]
