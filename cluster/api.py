@@ -1,10 +1,11 @@
 """`GET /api/cluster` of the management API (through `herald_management_routes`).
 
 This node's own view (cluster, node, group, role, epoch, whether it is fenced, its client
-addresses, its name servers) and the cluster as the first name server that answers sees it
-(its `/v1/cluster`, under `view`); when none answers, `view` is null and `nameserver_errors`
-says why, so the page still shows the local part. A broker that is not a cluster node
-answers `{"enabled": false, "node": ...}`.
+addresses, its commit-log offset now, its name servers) and the cluster as the first name
+server that answers sees it (its `/v1/cluster`, under `view`, where each node's `offset` is
+as of its last registration there); when none answers, `view` is null and
+`nameserver_errors` says why, so the page still shows the local part. A broker that is not
+a cluster node answers `{"enabled": false, "node": ...}`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from herald.cluster.nameserver.client import base_url
-from herald.cluster.plugin import cluster_config
 from herald.cluster.node import running_node
+from herald.cluster.plugin import cluster_config
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
@@ -38,6 +39,7 @@ async def cluster_view(broker: Broker, _request: Any) -> dict[str, Any]:
         "epoch": None if node is None else node.status.epoch,
         "fenced": None if node is None or node.membership is None else node.membership.fenced,
         "addrs": {} if node is None else node.addresses(),
+        "offset": None if node is None else node.offset(),  # live, not as of a registration
         "nameservers": list(config.nameservers),
         "nameserver": None,
         "view": None,

@@ -78,6 +78,7 @@ class ClusterNode:
                 config.register_interval_s,
                 self.addresses,
                 self.queues,
+                self.offset,
             )
         self._stopping = False
 
@@ -94,11 +95,15 @@ class ClusterNode:
         broker = self.broker
         return () if broker is None else queue_table(broker)
 
+    def offset(self) -> int:
+        """The commit log's durable offset now (`store.durable_ticket`; 0 before the broker
+        exists): the node key's `offset`, sent with every registration, and `/api/cluster`'s."""
+        broker = self.broker
+        return 0 if broker is None else broker.store.durable_ticket
+
     def describe(self) -> dict[str, Any]:
         """The node key's changing part: addresses and the commit-log offset."""
-        broker = self.broker
-        offset = 0 if broker is None else broker.store.durable_ticket
-        return {"addrs": self.addresses(), "offset": offset}
+        return {"addrs": self.addresses(), "offset": self.offset()}
 
     # -- the runner ----------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 The node registers with **every** configured name server in parallel (one that is down
 delays nobody, `nameserver.client.register_all`): at start, once its listeners are bound;
 every `cluster.register_interval_s`; and at once when its role changes. A registration
-carries the node's group, role, epoch, client addresses and, when its queue table changed
+carries the node's group, role, epoch, client addresses, commit-log offset (a snapshot: the
+name servers show it as of the node's last registration) and, when its queue table changed
 since the last one, the table (vhost, name, type, durable of every queue that is not
 exclusive); otherwise it is a heartbeat (`queues: null`). A name server that lacks the table
 (it restarted, or missed the change) answers `need_full`, and gets the table at once. A clean
@@ -61,8 +62,9 @@ def queue_table(broker: Broker) -> QueueTable:
 class Registrar:
     """Registers one node with its name servers; `run` is its task in the node runner.
 
-    `addresses()` and `queues()` are read at each registration (client addresses as
-    bound, the queue table as it is now).
+    `addresses()`, `queues()` and `offset()` are read at each registration (client
+    addresses as bound, the queue table and the commit-log offset as they are now); without
+    `offset` the registration sends none.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class Registrar:
         interval_s: float,
         addresses: Callable[[], Mapping[str, str]],
         queues: Callable[[], QueueTable],
+        offset: Callable[[], int] | None = None,
     ) -> None:
         self.nameservers = tuple(nameservers)
         self.status = status
@@ -79,6 +82,7 @@ class Registrar:
         self.timeout_s = min(TIMEOUT_S, max(interval_s, 1.0))
         self.addresses = addresses
         self.queues = queues
+        self.offset = offset
         self.data_version = int(time.time() * 1000)
         self.rounds = 0
         self._sent: QueueTable | None = None  # the table sent with `data_version`
@@ -95,6 +99,7 @@ class Registrar:
             data_version=self.data_version,
             addrs=dict(self.addresses()),
             queues=queues,
+            offset=None if self.offset is None else self.offset(),
         )
 
     async def register(

@@ -3,7 +3,8 @@
 `--nameserver HOST:PORT` (repeatable: the first that answers is used), or `--dir DIR` of a
 `herald cluster dev` (the name server in `DIR/cluster.json`); neither: 127.0.0.1:9876.
 `--json` prints `/v1/cluster` as received, with `nameserver` added; otherwise a table of
-groups, nodes, roles, epochs and how long ago each node last registered.
+groups, nodes, roles, epochs, how long ago each node last registered, its commit-log offset
+as of that registration (`-`: the node sent none) and its client addresses.
 """
 
 from __future__ import annotations
@@ -52,8 +53,13 @@ def fetch_cluster(nameservers: Sequence[str], timeout: float = 3.0) -> dict[str,
     raise NameServerUnavailable("no name server answered: " + "; ".join(problems))
 
 
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
 def status_table(view: Mapping[str, Any]) -> str:
-    head = ["GROUP", "NODE", "ROLE", "EPOCH", "LAST SEEN", "AMQP", "MQTT", "STOMP", "MANAGEMENT"]
+    head = ["GROUP", "NODE", "ROLE", "EPOCH", "LAST SEEN", "OFFSET"]
+    head += ["AMQP", "MQTT", "STOMP", "MANAGEMENT"]
     rows = []
     for group in view.get("groups", []):
         for node in group.get("nodes", []):
@@ -65,6 +71,7 @@ def status_table(view: Mapping[str, Any]) -> str:
                     str(node.get("role")),
                     str(node.get("epoch")),
                     f"{node.get('last_seen_ms_ago', 0) / 1000:.1f} s ago",
+                    _text(node.get("offset")),  # as of that registration
                     *(addrs.get(k, "-") for k in ("amqp", "mqtt", "stomp", "management")),
                 ]
             )
@@ -97,7 +104,7 @@ def status_table(view: Mapping[str, Any]) -> str:
     "--timeout", type=click.FloatRange(min=0, min_open=True), default=3.0, show_default=True
 )
 def status(nameservers: tuple[str, ...], dir_: Path | None, as_json: bool, timeout: float) -> None:
-    """Groups, nodes, roles, epochs and last registration, from a name server."""
+    """Groups, nodes, roles, epochs, last registration and offsets, from a name server."""
     if nameservers and dir_ is not None:
         raise click.UsageError("give --nameserver or --dir, not both")
     asked = list(nameservers) or (nameservers_of(dir_) if dir_ else [DEFAULT_NAMESERVER])

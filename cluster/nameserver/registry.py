@@ -1,10 +1,10 @@
 """`RouteRegistry`: what a name server knows, RocketMQ's `RouteInfoManager` in herald's terms.
 
-Nodes register every `register_interval_s` with their group, role, epoch and client
-addresses, and masters add their queue table. The registry answers routes (vhost + queue ->
-the groups holding it, each with its master's address and its slaves) and forgets nodes that
-fell silent. It is pure: no I/O, no clock; the server passes `now` (monotonic seconds), so
-tests drive time by hand.
+Nodes register every `register_interval_s` with their group, role, epoch, client addresses
+and commit-log offset, and masters add their queue table. The registry answers routes
+(vhost + queue -> the groups holding it, each with its master's address and its slaves) and
+forgets nodes that fell silent. It is pure: no I/O, no clock; the server passes `now`
+(monotonic seconds), so tests drive time by hand.
 
 Rules (CLUSTER.md §4.2, from RocketMQ):
 - queue tables come from masters only, and are replaced only when the registering master's
@@ -12,7 +12,10 @@ Rules (CLUSTER.md §4.2, from RocketMQ):
 - a master heartbeat (`queues` None) whose table the registry lacks gets `need_full`, so the
   node sends its queues next time (a restarted name server fills up within one period);
 - several nodes may claim master for a while (a paused old master): the highest epoch wins;
-- a node silent for more than `expiry_s` is dropped, and a group left without nodes with it.
+- a node silent for more than `expiry_s` is dropped, and a group left without nodes with it;
+- a node's `offset` is a snapshot, kept as of its last registration (None: the node did not
+  send one); it does not move `version`, like `last_seen`, since a busy node changes it at
+  every registration.
 """
 
 from __future__ import annotations
@@ -41,7 +44,10 @@ class QueueInfo:
 
 @attrs.frozen
 class Registration:
-    """One `POST /v1/register`; `queues` None is a heartbeat (the table did not change)."""
+    """One `POST /v1/register`; `queues` None is a heartbeat (the table did not change).
+
+    `offset` is the node's commit-log durable offset (`store.durable_ticket`) when it
+    registered; None when it sent none (a node from before the field existed)."""
 
     cluster: str
     group: str
@@ -51,6 +57,7 @@ class Registration:
     data_version: int
     addrs: Mapping[str, str]  # protocol -> "host:port" (amqp, mqtt, stomp, management, ...)
     queues: tuple[QueueInfo, ...] | None = None
+    offset: int | None = None
 
 
 @attrs.frozen
@@ -62,6 +69,10 @@ class RegisterResult:
 class _Node:
     reg: Registration  # without its queues
     last_seen: float
+
+    def shown(self) -> Registration:
+        """What moves `version` when it changes: all but the offset snapshot."""
+        return attrs.evolve(self.reg, offset=None)
 
 
 @attrs.define
@@ -114,6 +125,7 @@ class NodeView:
     data_version: int
     addrs: Mapping[str, str]
     last_seen_ms_ago: int
+    offset: int | None = None  # as of the last registration (None: the node sent none)
 
 
 @attrs.frozen
@@ -128,7 +140,8 @@ class GroupView:
 
 class RouteRegistry:
     """Groups, nodes and queue tables of every cluster that registers here. `version` goes
-    up at every change a route or the cluster view can show."""
+    up at every change a route or the cluster view can show, but for the snapshots that
+    change at every registration (`last_seen_ms_ago`, `offset`)."""
 
     def __init__(self, expiry_s: float = EXPIRY_S) -> None:
         self.expiry_s = expiry_s
@@ -144,11 +157,11 @@ class RouteRegistry:
         if group is None:
             group = self._groups[reg.group] = _Group(reg.group, reg.cluster)
         node = group.nodes.get(reg.node)
-        bare = attrs.evolve(reg, queues=None)
-        if node is None or node.reg != bare:
+        fresh = _Node(attrs.evolve(reg, queues=None), now)
+        if node is None or node.shown() != fresh.shown():
             self.version += 1
         group.cluster = reg.cluster
-        group.nodes[reg.node] = _Node(bare, now)
+        group.nodes[reg.node] = fresh
         self._group_of[reg.node] = reg.group
         if reg.role is not Role.MASTER or group.master() is not group.nodes[reg.node]:
             return RegisterResult(need_full=False)  # only the winning master's table counts
@@ -224,6 +237,7 @@ class RouteRegistry:
                     n.reg.data_version,
                     n.reg.addrs,
                     max(0, round((now - n.last_seen) * 1000)),
+                    n.reg.offset,
                 )
                 for n in sorted(group.nodes.values(), key=lambda n: n.reg.node)
             )

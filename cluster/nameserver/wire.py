@@ -43,6 +43,14 @@ def _int(data: Mapping[str, Any], key: str, *, default: int | None = None) -> in
     return value
 
 
+def _offset(data: Mapping[str, Any]) -> int | None:
+    """`offset`: optional (a node from before it existed sends none: None), else an integer
+    as `epoch`; null is taken as absent."""
+    if data.get("offset") is None:
+        return None
+    return _int(data, "offset")
+
+
 def _addr(value: Any, field: str) -> str:
     """`host:port` (`[v6]:port` for IPv6) with a port in 1-65535."""
     if isinstance(value, str) and len(value) <= MAX_NAME:
@@ -100,6 +108,7 @@ def parse_registration(data: Any) -> Registration:
         data_version=_int(data, "data_version", default=0),
         addrs=checked,
         queues=_queues(data.get("queues")),
+        offset=_offset(data),
     )
 
 
@@ -126,6 +135,7 @@ def registration_json(reg: Registration) -> dict[str, Any]:
         "data_version": reg.data_version,
         "addrs": dict(reg.addrs),
         "queues": queues,
+        "offset": reg.offset,
     }
 
 
@@ -159,6 +169,7 @@ def cluster_json(version: int, groups: tuple[GroupView, ...]) -> dict[str, Any]:
                         "data_version": n.data_version,
                         "addrs": dict(n.addrs),
                         "last_seen_ms_ago": n.last_seen_ms_ago,
+                        "offset": n.offset,
                     }
                     for n in g.nodes
                 ],

@@ -24,6 +24,7 @@ from herald.cluster.nameserver.server import ServerAddress, run_nameserver
 from herald.cluster.node import ClusterNode, running_node
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
+from herald.core.message import Message, Properties
 
 T = TypeVar("T")
 
@@ -78,6 +79,23 @@ def node_of(broker: Broker) -> ClusterNode:
 def amqp_address(broker: Broker) -> str:
     listener = next(lst for lst in broker.listeners if lst.protocol == "amqp")
     return f"{listener.host}:{listener.port}"
+
+
+async def store_messages(broker: Broker, queue: str, count: int = 10, size: int = 100) -> int:
+    """Publish `count` persistent messages to durable `queue` (declared if need be) through
+    the Python API and wait until the store has them on disk; returns the node's commit-log
+    offset (`durable_ticket`) then."""
+    broker.default_vhost.declare_queue(queue, durable=True)
+    persistent = Properties(delivery_mode=2)
+    ticket = 0
+    for i in range(count):
+        body = f"{i:06}".encode().ljust(size, b".")
+        message = Message.native(body, routing_key=queue, properties=persistent)
+        result = broker.default_vhost.publish(message)
+        assert result.ticket is not None, "not stored"
+        ticket = result.ticket
+    await broker.store.wait_durable(ticket)
+    return broker.store.durable_ticket
 
 
 async def eventually(probe: Callable[[], Awaitable[T | None]], timeout: float = WAIT_S) -> T:

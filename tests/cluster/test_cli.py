@@ -1,8 +1,9 @@
 """`herald nameserver` as a real process (signals and exit codes are the point) and
-`herald cluster resolve` through click's CliRunner against it."""
+`herald cluster resolve` and `herald cluster status` through click's CliRunner against it."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -120,6 +121,37 @@ def test_cluster_resolve_prints_the_url_and_moves_past_a_dead_name_server(
     assert result.stdout == "mqtt://127.0.0.1:1883/%2F\n"
     default = herald("cluster", "resolve", "orders", "--vhost", "/", "--nameserver", address)
     assert default.stdout == "amqp://127.0.0.1:5672/%2F\n"
+
+
+def test_cluster_status_shows_offsets_as_of_the_last_registration(
+    nameserver: tuple[NameServerProcess, str],
+) -> None:
+    """`OFFSET` / `offset`: the offset each node sent with its last registration; `-` / null
+    for a node that sent none (a registration from before the field)."""
+    _server, address = nameserver
+    old = {**registration(address), "node": "n2", "group": "g2", "queues": None}
+    with httpx.Client(timeout=5) as http:
+        url = f"http://{address}/v1/register"
+        assert http.post(url, json={**registration(address), "offset": 4096}).is_success
+        assert http.post(url, json={**registration(address), "offset": 18432}).is_success
+        assert http.post(url, json=old).is_success
+
+    as_json = herald("cluster", "status", "--nameserver", address, "--json")
+    assert as_json.exit_code == 0, as_json.output
+    view = json.loads(as_json.stdout)
+    assert view["nameserver"] == address
+    nodes = {n["node"]: n for g in view["groups"] for n in g["nodes"]}
+    assert (nodes["n1"]["offset"], nodes["n2"]["offset"]) == (18432, None)
+
+    table = herald("cluster", "status", "--nameserver", address)
+    assert table.exit_code == 0, table.output
+    title, head, *rows = table.stdout.splitlines()
+    assert title == f"name server {address}: 2 node(s)"
+    columns = re.split(r"  +", head)
+    assert columns[:6] == ["GROUP", "NODE", "ROLE", "EPOCH", "LAST SEEN", "OFFSET"]
+    cells = [dict(zip(columns, re.split(r"  +", row), strict=True)) for row in rows]
+    assert [(c["NODE"], c["OFFSET"]) for c in cells] == [("n1", "18432"), ("n2", "-")]
+    assert cells[0]["AMQP"] == "127.0.0.1:5672" and cells[1]["MANAGEMENT"] == "-"
 
 
 def test_cluster_resolve_of_an_unknown_queue_is_one_error_line(

@@ -5,7 +5,7 @@ One `herald cluster dev --nodes 3` for the module (starting etcd, a name server 
 nodes costs seconds, so the tests share it and run in file order): pika, paho-mqtt and
 stomp.py each make a publish + consume round trip on every node from the addresses in
 cluster.json; `herald cluster status --dir D --json` and a node's `/api/cluster` list the
-three nodes; a node killed
+three nodes, with their offsets; a node killed
 with kill -9 leaves the name server's `/v1/cluster` within expiry + scan (2 s + 0.5 s here,
 bounded by a hang guard, never timed); SIGTERM stops everything with exit code 0.
 """
@@ -152,6 +152,9 @@ def test_cluster_json_and_status(dev: DevCluster) -> None:
     view = json.loads(done.stdout)
     assert node_names(view) == set(NODES)
     assert view["nameserver"] == dev.nameserver
+    # Each node's commit-log offset as of its last registration (a real node sends one).
+    offsets = [n["offset"] for g in view["groups"] for n in g["nodes"]]
+    assert all(isinstance(o, int) and o >= 0 for o in offsets), offsets
     table = subprocess.run(
         [*HERALD, "cluster", "status", "--nameserver", dev.nameserver],
         capture_output=True,
@@ -161,6 +164,8 @@ def test_cluster_json_and_status(dev: DevCluster) -> None:
     )
     assert table.returncode == 0, table.stderr
     assert all(node in table.stdout for node in NODES)
+    head = table.stdout.splitlines()[1]
+    assert head.split()[:7] == ["GROUP", "NODE", "ROLE", "EPOCH", "LAST", "SEEN", "OFFSET"]
 
 
 def test_management_api_cluster(dev: DevCluster) -> None:
@@ -179,6 +184,10 @@ def test_management_api_cluster(dev: DevCluster) -> None:
     assert body["addrs"]["amqp"] == f"127.0.0.1:{addr(dev, 'n2', 'amqp')[1]}"
     assert body["nameserver"] == dev.nameserver
     assert node_names(body["view"]) == set(NODES)
+    # Its own offset is read now; the view's is as of its last registration.
+    assert isinstance(body["offset"], int) and body["offset"] >= 0
+    (own,) = [n for g in body["view"]["groups"] for n in g["nodes"] if n["node"] == "n2"]
+    assert isinstance(own["offset"], int)
 
 
 def test_killed_node_leaves_the_name_server(dev: DevCluster) -> None:

@@ -39,6 +39,7 @@ def payload(node: str = "n2", role: str = "master", **changes: Any) -> dict[str,
             {"vhost": "/", "name": "orders", "type": "shared", "durable": True},
             {"vhost": "a/b", "name": "q 1", "type": "classic", "durable": False},
         ],
+        "offset": 18432,
     }
     body.update(changes)
     return body
@@ -95,6 +96,7 @@ async def test_register_route_and_cluster(nursery: trio.Nursery, http: httpx.Asy
         full = await http.post(server.url + "/v1/register", json=payload())
         assert full.status_code == 200 and full.json() == {"need_full": False}
         slave = payload("n3", "slave", queues=None)
+        del slave["offset"]  # a node from before the field: accepted, its offset null
         assert (await http.post(server.url + "/v1/register", json=slave)).status_code == 200
 
         route = await http.get(server.url + "/v1/route/%2F/orders", params={"protocol": "amqp"})
@@ -132,11 +134,21 @@ async def test_register_route_and_cluster(nursery: trio.Nursery, http: httpx.Asy
             8,
             2,
         )
-        assert [(n["node"], n["role"]) for n in group["nodes"]] == [
-            ("n2", "master"),
-            ("n3", "slave"),
+        assert [(n["node"], n["role"], n["offset"]) for n in group["nodes"]] == [
+            ("n2", "master", 18432),
+            ("n3", "slave", None),
         ]
         assert all(n["last_seen_ms_ago"] >= 0 for n in group["nodes"])
+
+        # Each registration, heartbeats too, replaces the offset: it is as of the last one.
+        # The offset alone does not move `version`.
+        later = payload(queues=None, offset=20480)
+        assert (await http.post(server.url + "/v1/register", json=later)).json() == {
+            "need_full": False
+        }
+        again = (await http.get(server.url + "/v1/cluster")).json()
+        assert [n["offset"] for n in again["groups"][0]["nodes"]] == [20480, None]
+        assert again["version"] == cluster["version"]
 
         gone = await http.post(server.url + "/v1/unregister", json={"node": "n2"})
         assert gone.json() == {"removed": True}
@@ -154,6 +166,8 @@ async def test_bad_input_is_400_naming_the_field(
         bad_epoch = await http.post(server.url + "/v1/register", json=payload(epoch="8"))
         assert bad_epoch.status_code == 400
         assert bad_epoch.json() == {"error": "a non-negative integer", "field": "epoch"}
+        bad_offset = await http.post(server.url + "/v1/register", json=payload(offset=-5))
+        assert bad_offset.json() == {"error": "a non-negative integer", "field": "offset"}
         bad_queue = await http.post(server.url + "/v1/register", json=payload(queues=[{}]))
         assert bad_queue.json()["field"] == "queues[0].vhost"
         unregister = await http.post(server.url + "/v1/unregister", json={"node": 3})

@@ -1,8 +1,9 @@
 """Registration with real name servers (CLUSTER.md §8.2 scenario 3, the parts a single node
 shows): a node registers with every name server, its queues appear in routes within a
 register period, a second name server keeps answering when the first is stopped, `resolve`
-moves on to it, a restarted name server gets the queue table at once, and a clean stop
-unregisters the node."""
+moves on to it, a restarted name server gets the queue table at once, a node's commit-log
+offset reaches the name servers with its next registration, and a clean stop unregisters the
+node."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.cluster.nodes import (
     eventually,
     node_of,
     nodes_of,
+    store_messages,
     until,
 )
 
@@ -131,3 +133,40 @@ async def test_queue_table_lists_every_vhost_but_exclusive_queues(
             QueueInfo("/", "q1", "quorum", True),
             QueueInfo("b", "q2", "classic", False),
         )
+
+
+async def test_the_offset_is_as_of_the_last_registration(
+    etcd: EtcdProcess, tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """Every registration carries the node's commit-log offset (`store.durable_ticket`, the
+    node key's `offset`): after storing messages, the next round shows the larger one, in
+    the registry and in `/v1/cluster`."""
+    server = await NameServer().start(nursery)
+    async with (
+        httpx.AsyncClient(timeout=5) as http,
+        cluster_node(
+            tmp_path, etcd.endpoint, cluster_name(), nameservers=[server.hostport]
+        ) as broker,
+    ):
+        node = node_of(broker)
+        registrar = node.registrar
+        assert registrar is not None
+
+        def seen() -> int | None:
+            found = nodes_of(server.registry, trio.current_time()).get("n1")
+            return None if found is None else found.offset
+
+        await until(lambda: seen() is not None)
+        before = seen()
+        assert before is not None and before <= node.offset()
+
+        stored = await store_messages(broker, "orders", count=20, size=1000)
+        assert stored > before and node.offset() == stored
+        assert node.describe()["offset"] == stored  # the node key's, the same figure
+        rounds = registrar.rounds
+        await until(lambda: registrar.rounds >= rounds + 2)  # one round began after storing
+        after = seen()
+        assert after is not None and stored <= after <= node.offset()
+        cluster = (await http.get(server.url + "/v1/cluster")).json()
+        (listed,) = [n for g in cluster["groups"] for n in g["nodes"]]
+        assert listed["node"] == "n1" and listed["offset"] == after

@@ -10,6 +10,7 @@ import pytest
 from herald.cluster.nameserver.registry import QueueInfo, Registration, Role, RouteRegistry
 from herald.cluster.nameserver.wire import (
     BadRequest,
+    cluster_json,
     parse_registration,
     registration_json,
     route_json,
@@ -27,10 +28,11 @@ def reg(
     epoch: int = 1,
     data_version: int = 1,
     queues: tuple[QueueInfo, ...] | None = (ORDERS,),
+    offset: int | None = 0,
 ) -> Registration:
     host = f"10.0.0.{node[-1]}"
     addrs = {"amqp": f"{host}:5672", "mqtt": f"{host}:1883"}
-    return Registration("prod", group, node, role, epoch, data_version, addrs, queues)
+    return Registration("prod", group, node, role, epoch, data_version, addrs, queues, offset)
 
 
 def test_route_names_group_master_address_and_slaves() -> None:
@@ -156,8 +158,39 @@ def test_cluster_view() -> None:
     assert (n2.node, n2.role, n2.data_version, n2.last_seen_ms_ago) == ("n2", Role.MASTER, 41, 1500)
 
 
+def test_offset_is_kept_as_of_the_last_registration() -> None:
+    """Each registration replaces the node's offset; a change of the offset alone (a busy
+    node, every period) does not move `version`, a node without one shows None."""
+    registry = RouteRegistry()
+    registry.register(reg("n1", offset=100), now=0)
+    registry.register(reg("n2", Role.SLAVE, queues=None, offset=None), now=0)
+    version = registry.version
+    assert {n.node: n.offset for n in registry.groups(now=0)[0].nodes} == {"n1": 100, "n2": None}
+    registry.register(reg("n1", queues=None, offset=4196), now=1)
+    assert registry.version == version
+    (group,) = registry.groups(now=1)
+    assert [(n.node, n.offset) for n in group.nodes] == [("n1", 4196), ("n2", None)]
+    registry.register(reg("n1", epoch=2, queues=None, offset=4196), now=2)
+    assert registry.version > version  # what else a node shows still moves it
+    cluster = cluster_json(registry.version, registry.groups(now=2))
+    assert [n["offset"] for n in cluster["groups"][0]["nodes"]] == [4196, None]
+
+
+def test_a_registration_without_offset_is_accepted() -> None:
+    """A node from before the field: no `offset` (or null) means None, not 0."""
+    old = registration_json(reg("n2", queues=None))
+    del old["offset"]
+    assert parse_registration(old).offset is None
+    assert parse_registration({**old, "offset": None}).offset is None
+    assert parse_registration({**old, "offset": 0}).offset == 0
+    registry = RouteRegistry()
+    registry.register(parse_registration(old), now=0)
+    assert registry.groups(now=0)[0].nodes[0].offset is None
+
+
 def test_registration_json_round_trip() -> None:
-    r = reg("n2", epoch=8)
+    r = reg("n2", epoch=8, offset=18432)
+    assert registration_json(r)["offset"] == 18432
     assert parse_registration(registration_json(r)) == r
     heartbeat = attrs.evolve(r, queues=None)
     assert parse_registration(registration_json(heartbeat)) == heartbeat
@@ -208,6 +241,10 @@ def _body(**changes: Any) -> dict[str, Any]:
         (_body(epoch=-1), "epoch"),
         (_body(epoch="8"), "epoch"),
         (_body(data_version=True), "data_version"),
+        (_body(offset=-1), "offset"),
+        (_body(offset="18432"), "offset"),
+        (_body(offset=False), "offset"),
+        (_body(offset=1.5), "offset"),
         (_body(addrs=["10.0.0.2:5672"]), "addrs"),
         (_body(addrs={"amqp": "10.0.0.2"}), "addrs.amqp"),
         (_body(addrs={"amqp": "10.0.0.2:99999"}), "addrs.amqp"),

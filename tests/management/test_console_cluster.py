@@ -4,8 +4,10 @@ A standalone broker's page says it is not a cluster node (and a `management`-onl
 `/api/cluster` would refuse, has no Cluster menu). Then two real cluster nodes (embedded
 brokers with the cluster plugin, tests/cluster/nodes.py) in groups g1 and g2, on the
 session's real etcd and a real name server, plus a name server that is down listed first:
-n1's page lists both nodes with the groups, roles, epochs and addresses of its
-`/api/cluster`, marks n1 as this node, and shows the name server that did not answer.
+n1's page lists both nodes with the groups, roles, epochs, offsets and addresses of its
+`/api/cluster`, marks n1 as this node, and shows the name server that did not answer. Both
+nodes store messages first (n2 more), so the offsets are not 0 and differ: the node table's
+`Offset` is each node's as of its last registration, "This node"'s is n1's own, now.
 Everything listens on 127.0.0.1. A screenshot `console-cluster.png` is kept like the
 overview's.
 """
@@ -20,7 +22,14 @@ import trio
 from herald.core.broker import Broker
 from tests.cluster.conftest import etcd  # noqa: F401  (a fixture)
 from tests.cluster.harness import EtcdProcess, free_port
-from tests.cluster.nodes import NameServer, cluster_name, cluster_node, eventually
+from tests.cluster.nodes import (
+    NameServer,
+    cluster_name,
+    cluster_node,
+    eventually,
+    node_of,
+    store_messages,
+)
 from tests.management.helpers import add_user, client, port
 from tests.management.test_console import WAIT_MS, chromium_path, save_shot
 
@@ -104,6 +113,9 @@ def _drive_member(base: str, executable: str, shots: Path) -> dict[str, Any]:
             expect(nodes.locator("tr.self")).to_contain_text("n1 (this node)")
             expect(page.locator("#cluster-errors li")).to_have_count(1)
             expect(page.locator("#cluster-summary")).to_contain_text("2 node(s) in 2 group(s)")
+            expect(page.locator("#cluster-offset-note")).to_contain_text(
+                "as of its last registration"
+            )
             shot = shots / "console-cluster.png"
             page.screenshot(path=str(shot), full_page=True)
             save_shot(shot)
@@ -137,17 +149,24 @@ async def test_cluster_page_of_a_cluster_node(
 
     async with (
         cluster_node(tmp_path, etcd.endpoint, cluster, "n1", group="g1", **options) as n1,
-        cluster_node(tmp_path, etcd.endpoint, cluster, "n2", group="g2", **options),
+        cluster_node(tmp_path, etcd.endpoint, cluster, "n2", group="g2", **options) as n2,
         client(n1) as http,
     ):
+        stored = {
+            "n1": await store_messages(n1, "orders", count=5, size=500),
+            "n2": await store_messages(n2, "orders", count=20, size=1000),
+        }
+        assert 0 < stored["n1"] < stored["n2"]
 
-        async def both_listed() -> dict[str, Any] | None:
+        async def both_registered_since() -> dict[str, Any] | None:
+            """Both listed, each with the offset it has now (registered since storing)."""
             answer = (await http.get("/api/cluster")).json()
             view = answer["view"] or {"groups": []}
-            listed = {n["node"] for g in view["groups"] for n in g["nodes"]}
-            return answer if listed == {"n1", "n2"} else None
+            offsets = {n["node"]: n["offset"] for g in view["groups"] for n in g["nodes"]}
+            now = {"n1": node_of(n1).offset(), "n2": node_of(n2).offset()}
+            return answer if offsets == now else None
 
-        await eventually(both_listed)
+        await eventually(both_registered_since)
         with trio.fail_after(60):
             shown = await trio.to_thread.run_sync(
                 _drive_member, f"http://127.0.0.1:{port(n1)}", executable, tmp_path
@@ -161,6 +180,7 @@ async def test_cluster_page_of_a_cluster_node(
         (this["Role"], this["Epoch"]) == (answer["role"], str(answer["epoch"])) == ("master", "0")
     )
     assert this["Fenced"] == "no"
+    assert this["Offset"] == str(answer["offset"]) and answer["offset"] >= stored["n1"]
     addrs = answer["addrs"]
     assert this["Client addresses"] == f"amqp {addrs['amqp']}, management {addrs['management']}"
     assert this["Name servers"] == f"{down}, {server.hostport}"
@@ -172,6 +192,7 @@ async def test_cluster_page_of_a_cluster_node(
             "Node": n["node"] + (" (this node)" if n["node"] == "n1" else ""),
             "Role": n["role"],
             "Epoch": str(n["epoch"]),
+            "Offset": str(n["offset"]),
             "AMQP": n["addrs"]["amqp"],
             "MANAGEMENT": n["addrs"]["management"],
         }
@@ -182,6 +203,9 @@ async def test_cluster_page_of_a_cluster_node(
     assert all(r.pop("Last seen").endswith(" s ago") for r in rows)
     assert rows == expected
     assert sorted((r["Group"], r["Role"]) for r in rows) == [("g1", "master"), ("g2", "master")]
+    offsets = {r["Node"].removesuffix(" (this node)"): int(r["Offset"]) for r in rows}
+    assert offsets["n1"] >= stored["n1"] and offsets["n2"] >= stored["n2"]
+    assert list(rows[0]) == ["Group", "Node", "Role", "Epoch", "Offset", "AMQP", "MANAGEMENT"]
 
     # The name server that is down, as /api/cluster reported it.
     assert answer["nameserver"] == server.hostport

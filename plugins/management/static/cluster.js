@@ -1,6 +1,7 @@
 // The Cluster page: what `herald cluster status` prints, from /api/cluster. This node's own
-// view (group, role, epoch, fenced, addresses) and, from the first name server that answers,
-// every group and node (role, epoch, last registration, client addresses), this node marked.
+// view (group, role, epoch, fenced, commit-log offset now, addresses) and, from the first name
+// server that answers, every group and node (role, epoch, last registration, commit-log offset
+// as of that registration, client addresses), this node marked.
 // A broker that is not a cluster node gets a short note on how to make it one.
 
 import { get } from "./api.js";
@@ -40,6 +41,7 @@ function thisNode(c) {
   return table([
     ["Cluster", (x) => x.cluster], ["Node", (x) => x.node], ["Group", (x) => x.group],
     ["Role", (x) => text(x.role)], ["Epoch", (x) => text(x.epoch), "num"], ["Fenced", (x) => fencedText(x.fenced)],
+    ["Offset", (x) => text(x.offset), "num"], // live: this node's store now
     ["Client addresses", (x) => addresses(x.addrs)], ["Name servers", (x) => x.nameservers.join(", ") || "none"],
   ], [c]);
 }
@@ -57,6 +59,7 @@ function nodeTable(c) {
     ["Node", (n) => (isThis(n) ? [n.node, h("span", { class: "muted" }, " (this node)")] : n.node)],
     ["Role", (n) => n.role], ["Epoch", (n) => n.epoch, "num"],
     ["Last seen", (n) => `${(n.last_seen_ms_ago / 1000).toFixed(1)} s ago`, "num"],
+    ["Offset", (n) => text(n.offset), "num"], // as of that registration; null: none sent
     ...protocols.map((p) => [p.toUpperCase(), (n) => text((n.addrs || {})[p])]),
   ], rows, "no node has registered with this name server", (n) => (isThis(n) ? "self" : undefined));
 }
@@ -79,7 +82,10 @@ function member(c) {
         others > 0 && ` (and ${others} group(s) of other clusters, not shown)`,
         !groups.some((g) => g.nodes.some((n) => n.node === c.node))
           && "; this node is not among them (not registered yet, or expired there)"),
-      h("div", { id: "cluster-nodes" }, nodeTable(c))));
+      h("div", { id: "cluster-nodes" }, nodeTable(c)),
+      h("p", { class: "muted", id: "cluster-offset-note" },
+        "Offset: each node's commit-log offset as of its last registration (last seen); ",
+        "this node's, above, is its offset now.")));
   } else if (!c.nameservers.length) {
     out.push(h("p", { class: "muted" }, "cluster.nameservers is empty: no name server to ask for the other nodes."));
   }
