@@ -22,7 +22,7 @@ pluggy and the kernel (tests/test_codec_imports.py).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Generic, Protocol, TypeVar
 
 import attrs
@@ -87,12 +87,11 @@ class Direction(enum.Enum):
 
 
 StateT = TypeVar("StateT", bound=enum.Enum)
-Refusal = Callable[[Any, Direction, Hashable], LocalProtocolError]
+Refusal = Callable[[Any, Direction, object], LocalProtocolError]
+"""`refusal(state, direction, trigger)`: the error for a move the table does not have."""
 
 
-def _default_refusal(
-    state: enum.Enum, direction: Direction, trigger: Hashable
-) -> LocalProtocolError:
+def _default_refusal(state: enum.Enum, direction: Direction, trigger: object) -> LocalProtocolError:
     name = getattr(trigger, "__name__", trigger)
     way = "received" if direction is Direction.RECEIVE else "sent"
     return LocalProtocolError(f"{name} cannot be {way} in state {state.name}")
@@ -111,25 +110,25 @@ class TransitionTable(Generic[StateT]):
     def __init__(
         self,
         states: Iterable[StateT],
-        transitions: Mapping[tuple[StateT, Direction, Hashable], StateT],
+        transitions: Mapping[tuple[StateT, Direction, object], StateT],
         refusal: Refusal | None = None,
     ) -> None:
         self.transitions: Final = dict(transitions)
         self._refusal = refusal or _default_refusal
-        self._moves: dict[Direction, dict[StateT, dict[Hashable, StateT]]] = {
+        self._moves: dict[Direction, dict[StateT, dict[object, StateT]]] = {
             direction: {state: {} for state in states} for direction in Direction
         }
         for (state, direction, trigger), after in self.transitions.items():
             self._moves[direction][state][trigger] = after
 
-    def moves(self, state: StateT, direction: Direction) -> Mapping[Hashable, StateT]:
+    def moves(self, state: StateT, direction: Direction) -> Mapping[object, StateT]:
         """trigger -> next state, for every trigger allowed in `state` going `direction`."""
         return self._moves[direction][state]
 
-    def allows(self, state: StateT, direction: Direction, trigger: Hashable) -> bool:
+    def allows(self, state: StateT, direction: Direction, trigger: object) -> bool:
         return trigger in self._moves[direction][state]
 
-    def next_state(self, state: StateT, direction: Direction, trigger: Hashable) -> StateT:
+    def next_state(self, state: StateT, direction: Direction, trigger: object) -> StateT:
         """The state after `trigger` passed `direction` in `state`; raises the refusal if the
         table has no such move."""
         after = self._moves[direction][state].get(trigger)
@@ -139,7 +138,8 @@ class TransitionTable(Generic[StateT]):
 
 
 class CodecConnection(Protocol):
-    """The one API of herald's three server-side codecs (STYLE.md, codecs 1)."""
+    """The one API of herald's three server-side codecs (h2's shape: the codec answers
+    heartbeats, PINGREQ and close itself, so it sends as well as parses)."""
 
     def receive_data(self, data: bytes) -> None:
         """Buffer bytes from the peer; b"" means the peer ended the stream."""

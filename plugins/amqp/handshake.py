@@ -99,12 +99,12 @@ class Handshake:
         kind = type(method)
         if kind is not self.expected:
             self.session.close(503, f"unexpected {method.NAME} during the handshake", kind)
-        elif kind is ConnectionStartOk:
-            await self._start_ok(method)  # type: ignore[arg-type]
-        elif kind is ConnectionTuneOk:
-            self._tune_ok(method)  # type: ignore[arg-type]
-        else:
-            self._open(method)  # type: ignore[arg-type]
+        elif isinstance(method, ConnectionStartOk):
+            await self._start_ok(method)
+        elif isinstance(method, ConnectionTuneOk):
+            self._tune_ok(method)
+        elif isinstance(method, ConnectionOpen):
+            self._open(method)
 
     async def _start_ok(self, method: ConnectionStartOk) -> None:
         session = self.session

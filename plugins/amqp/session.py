@@ -13,9 +13,11 @@ Errors follow RabbitMQ: a kernel error that is not connection-level closes only 
 (channel.close with the reply code and the offending method's ids); a connection-level one or
 a protocol error closes the connection (connection.close, then the socket once close-ok comes
 back or `close_timeout` passes). A frame the codec cannot parse leaves it unusable, so then the
-connection.close is written and the session ends at once. Whatever follows the last frame
-(close-ok sent or received, or that connection.close) is never parsed: `lingers` tells the
-adapter to drop it while the client reads the goodbye, rather than reset the connection.
+codec's connection.close (`error_reply`) is written and the session ends at once; so it does
+when the client ends its stream inside a frame (501). Ended between frames, the client is just
+gone (`connection_lost`). Whatever follows the last frame (close-ok sent or received, or that
+connection.close) is never parsed: `lingers` tells the adapter to drop it while the client
+reads the goodbye, rather than reset the connection.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from herald.plugins.amqp.channel import Channel, ChannelState
 from herald.plugins.amqp.codec import (
     NEED_DATA,
     AMQPConnection,
+    ConnectionClosed,
     ConnectionState,
     ContentTooLarge,
     Delivery,
@@ -46,6 +49,7 @@ from herald.plugins.amqp.codec import (
     ProtocolHeader,
     ReplyCode,
 )
+from herald.plugins.amqp.codec.constants import reply_text
 from herald.plugins.amqp.codec.methods import (
     ChannelClose,
     ChannelCloseOk,
@@ -60,6 +64,7 @@ from herald.plugins.amqp.codec.methods import (
     Method,
     TxCommit,
 )
+from herald.plugins.amqp.codec.state import RUNNING
 from herald.plugins.amqp.confirms import DurableConfirms
 from herald.plugins.amqp.handshake import Handshake
 
@@ -75,19 +80,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_SENDING = frozenset({ConnectionState.HANDSHAKE, ConnectionState.TUNED, ConnectionState.OPEN})
+_SENDING = RUNNING  # the codec's states where a connection.close may start, as error_reply's
 _DELIVERY_OVERHEAD = 64  # frame headers and the method frame of one delivery, roughly
 _NO_CAPABILITIES: frozenset[str] = frozenset()  # shared: an empty frozenset is no singleton
-
-
-def reply_text(code: int, text: str) -> str:
-    """RabbitMQ's form, "NOT_FOUND - no queue 'q' in vhost '/'", cut to a shortstr."""
-    try:
-        name = ReplyCode(code).name
-    except ValueError:
-        name = "ERROR"
-    full = f"{name} - {text}".encode()
-    return full[:255].decode(errors="ignore")
 
 
 class Session(SessionIO):
@@ -174,7 +169,7 @@ class Session(SessionIO):
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:
-        """Handle bytes from the client: every whole event they complete."""
+        """Handle bytes from the client: every whole event they complete (b"": its end)."""
         self.last_received = trio.current_time()
         codec = self.codec
         codec.receive_data(data)
@@ -184,12 +179,12 @@ class Session(SessionIO):
                 if event is NEED_DATA:
                     break
                 kind = type(event)
-                # `type(event) is` rather than isinstance (the hot path), which mypy does not
-                # narrow by: hence the ignores.
+                # `kind is`, one type() per event, on the hot path: mypy does not narrow on it.
                 if kind is Message:
-                    self._on_publish(event)  # type: ignore[arg-type]
+                    self._on_publish(event)  # type: ignore[arg-type]  # kind is Message
                 elif kind is MethodFrame:
-                    channel, method = event.channel, event.method  # type: ignore[attr-defined]
+                    frame: MethodFrame = event  # type: ignore[assignment]  # kind is MethodFrame
+                    channel, method = frame.channel, frame.method
                     if not channel:
                         await self._on_connection_method(method)
                     elif type(method) is TxCommit:
@@ -198,8 +193,11 @@ class Session(SessionIO):
                         self._on_channel_method(channel, method)
                 elif kind is ProtocolHeader:
                     self.handshake.start()
-                elif kind is ContentTooLarge:
-                    self._content_too_large(event)  # type: ignore[arg-type]
+                elif isinstance(event, ContentTooLarge):
+                    self._content_too_large(event)
+                elif kind is ConnectionClosed:  # the client ended its stream between frames
+                    self.connection_lost("client closed the connection")
+                    break
                 elif kind is not Heartbeat:
                     raise RemoteProtocolError(f"unexpected {event!r}", 505)
         except RemoteProtocolError as exc:
@@ -338,23 +336,33 @@ class Session(SessionIO):
         """Close the connection with connection.close (or at once before the handshake)."""
         if self._closing or self.done:
             return
+        goodbye = None
+        if self.codec.state in _SENDING:
+            class_id, method_id = (method.CLASS_ID, method.METHOD_ID) if method else (0, 0)
+            close = ConnectionClose(code, reply_text(code, text), class_id, method_id)
+            goodbye = MethodFrame(0, close)
+        self._say_goodbye(goodbye, text)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _say_goodbye(self, goodbye: MethodFrame | None, text: str) -> None:
+        """Send connection.close and wait `close_timeout` for close-ok; with nothing to send
+        (no protocol header yet, or close already exchanged), end at once."""
         self._closing = True
         self.close_reason = text
         self.teardown()
-        if self.codec.state in _SENDING:
-            class_id, method_id = (method.CLASS_ID, method.METHOD_ID) if method else (0, 0)
-            self.send_method(0, ConnectionClose(code, reply_text(code, text), class_id, method_id))
-            self._close_by = trio.current_time() + self.config.close_timeout
-            self.reschedule_timers()
-        else:
+        if goodbye is None:
             self.finish(text)
+            return
+        self.send_method(goodbye.channel, goodbye.method)
+        self._close_by = trio.current_time() + self.config.close_timeout
+        self.reschedule_timers()
 
-    # -- internals ---------------------------------------------------------------------------
     def _codec_failed(self, exc: RemoteProtocolError) -> None:
-        """The codec cannot go on: say why if the protocol allows it, then hang up."""
+        """The codec cannot go on: send its connection.close if it has one, then hang up."""
         log.info("amqp protocol error from %s: %s", self.connection.peer, exc.text)
-        if exc.code is not None and not self._closing:
-            self.close(exc.code, exc.text)
+        goodbye = self.codec.error_reply()
+        if goodbye is not None and not self._closing and not self.done:
+            self._say_goodbye(goodbye, exc.text)
         self.linger = True  # connection.close or our protocol header is the last frame
         self.finish(exc.text)
 

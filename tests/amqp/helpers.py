@@ -6,10 +6,12 @@ from herald.plugins.amqp.codec import (
     NEED_DATA,
     AMQPConnection,
     BasicProperties,
+    ConnectionClosed,
     ConnectionState,
     Delivery,
     Event,
     Heartbeat,
+    Message,
     MethodFrame,
 )
 from herald.plugins.amqp.codec.constants import PROTOCOL_HEADER, FrameType
@@ -67,11 +69,23 @@ def feed(conn: AMQPConnection, data: bytes) -> list[Event]:
 
 
 def drain(conn: AMQPConnection) -> list[Event]:
+    """Every whole event buffered; a ConnectionClosed (returned again on every call once the
+    stream ended) is the last."""
     events: list[Event] = []
     while (event := conn.next_event()) is not NEED_DATA:
         assert isinstance(event, Event)
         events.append(event)
+        if type(event) is ConnectionClosed:
+            break
     return events
+
+
+def messages(conn: AMQPConnection, data: bytes) -> list[Message]:
+    """`feed`, for input that completes only messages."""
+    events = feed(conn, data)
+    found = [event for event in events if isinstance(event, Message)]
+    assert found == events, events
+    return found
 
 
 class ClientReader:

@@ -8,7 +8,7 @@ import pytest
 from herald.core.errors import LocalProtocolError
 from herald.plugins.amqp.codec import BasicProperties, ConnectionState, Delivery, Message
 from herald.plugins.amqp.codec.methods import BasicDeliver, BasicPublish
-from tests.amqp.helpers import body_frame, feed, header_frame, method_frame, server_in
+from tests.amqp.helpers import body_frame, header_frame, messages, method_frame, server_in
 
 S = ConnectionState
 RAW = b"\x90\x00\x0atext/plain\x02"  # content-type, delivery-mode 2
@@ -87,6 +87,6 @@ def test_publishes_decode_alike_whole_or_in_pieces(chunk: int) -> None:
     data = _publishes()
     events: list[Message] = []
     for start in range(0, len(data), chunk):
-        events += feed(conn, data[start : start + chunk])  # type: ignore[arg-type]
+        events += messages(conn, data[start : start + chunk])
     assert [(m.method, m.properties.content_type, m.body) for m in events] == EXPECTED
     assert all(type(m) is Message and m.channel == 1 for m in events)

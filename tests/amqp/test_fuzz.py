@@ -1,5 +1,6 @@
 """Garbage in, events or RemoteProtocolError out: never struct.error, IndexError,
-UnicodeDecodeError or anything else (h11's fuzz/afl-server.py invariant)."""
+UnicodeDecodeError or anything else (h11's fuzz/afl-server.py invariant). The stream then
+ends: ConnectionClosed or a RemoteProtocolError, never NEED_DATA again."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from herald.core.errors import RemoteProtocolError
-from herald.plugins.amqp.codec import NEED_DATA, AMQPConnection, ConnectionState, Event
+from herald.plugins.amqp.codec import (
+    NEED_DATA,
+    AMQPConnection,
+    ConnectionClosed,
+    ConnectionState,
+    Event,
+)
 from herald.plugins.amqp.codec.methods import DECODERS
 from tests.amqp.helpers import server_in
-from tests.amqp.test_golden import CLIENT_CASES
+from tests.amqp.test_golden import CLIENT_CASES, Case
 
 REPLY_CODES = {None, 501, 502, 503, 504, 505, 530, 540}
 STATES = [ConnectionState.AWAIT_HEADER, ConnectionState.HANDSHAKE, ConnectionState.OPEN]
@@ -20,15 +27,19 @@ STATES = [ConnectionState.AWAIT_HEADER, ConnectionState.HANDSHAKE, ConnectionSta
 
 def only_events_or_remote_errors(conn: AMQPConnection, chunks: list[bytes]) -> None:
     try:
-        for chunk in chunks:
+        for chunk in [*chunks, b""]:  # b"": the end of the stream
             conn.receive_data(chunk)
             while (event := conn.next_event()) is not NEED_DATA:
                 assert isinstance(event, Event)
+                if type(event) is ConnectionClosed:
+                    return
     except RemoteProtocolError as exc:
         assert exc.code in REPLY_CODES, exc
+        return
+    raise AssertionError("NEED_DATA after the end of the stream")
 
 
-@given(st.sampled_from(STATES), st.lists(st.binary(max_size=64), max_size=8))
+@given(st.sampled_from(STATES), st.lists(st.binary(min_size=1, max_size=64), max_size=8))
 def test_random_bytes(state: ConnectionState, chunks: list[bytes]) -> None:
     only_events_or_remote_errors(server_in(state), chunks)
 
@@ -65,9 +76,9 @@ def test_well_framed_garbage(stream: list[bytes]) -> None:
     st.sampled_from(CLIENT_CASES),
     st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=4),
 )
-def test_corrupted_golden_frames(case: object, flips: list[tuple[int, int]]) -> None:
-    wire = bytearray(case.wire)  # type: ignore[attr-defined]
+def test_corrupted_golden_frames(case: Case, flips: list[tuple[int, int]]) -> None:
+    wire = bytearray(case.wire)
     for position, value in flips:
         wire[position % len(wire)] = value
-    conn = server_in(case.state)  # type: ignore[attr-defined]
+    conn = server_in(case.state)
     only_events_or_remote_errors(conn, [bytes(wire)])

@@ -7,17 +7,22 @@
     conn.send(MethodFrame(0, ConnectionStart(...)))
     sock.send_all(conn.data_to_send())      # everything queued, as one bytes
 
-No I/O, no clock: heartbeat timing is the adapter's. Errors, following h11: internal code
-raises LocalProtocolError; `next_event` re-raises what the peer caused as RemoteProtocolError
-with the AMQP reply code to close with (`.code`), and stays broken afterwards. `send` raises
+No I/O, no clock: heartbeat timing is the adapter's. `receive_data(b"")` says the client ended
+the stream: `next_event` then returns ConnectionClosed if it ended between frames, else raises
+501 (a frame, the protocol header or a message cut short is not a clean close). Errors,
+following h11: internal code raises LocalProtocolError; `next_event` re-raises what the peer
+caused as RemoteProtocolError with the AMQP reply code to close with (`.code`), and stays
+broken afterwards; `error_reply()` is then the connection.close to send. `send` raises
 LocalProtocolError when herald itself misuses the codec. The reply codes follow RabbitMQ:
 
 - 501 FRAME_ERROR: frame larger than frame_max (checked on the frame header, before the
   payload is buffered), frame-end octet not 0xCE, unknown frame type, heartbeat with a
-  payload, method or header payload that does not decode or does not fill its frame;
+  payload, method or header payload that does not decode or does not fill its frame, the
+  stream ending inside a frame or a message;
 - 502 SYNTAX_ERROR: a field table with an unknown value type, unknown property flags;
 - 503 COMMAND_INVALID: a method only servers send (basic.deliver ...) or a connection method
-  on a channel other than 0 (RabbitMQ's "unimplemented method");
+  on a channel other than 0 (RabbitMQ's "unimplemented method"), or one the state table
+  (state.py) does not allow;
 - 504 CHANNEL_ERROR: a non-connection method on channel 0;
 - 505 UNEXPECTED_FRAME: a method while a content is being received on that channel, a
   header or body without a content-bearing method before it, a header of the wrong class or
@@ -40,7 +45,14 @@ import struct
 
 import attrs
 
-from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.codec_kit import (
+    NEED_DATA,
+    ConnectionClosed,
+    Event,
+    LocalProtocolError,
+    RemoteProtocolError,
+    end_of_stream,
+)
 from herald.plugins.amqp.codec import state as st
 from herald.plugins.amqp.codec.constants import (
     DEFAULT_INITIAL_FRAME_MAX,
@@ -49,28 +61,20 @@ from herald.plugins.amqp.codec.constants import (
     PROTOCOL_HEADER,
     FrameType,
     ReplyCode,
+    reply_text,
 )
+from herald.plugins.amqp.codec.deliver import DeliverFastPath
 from herald.plugins.amqp.codec.events import (
-    NEED_DATA,
     ContentTooLarge,
     Delivery,
-    Event,
     Heartbeat,
     Message,
     MethodFrame,
     ProtocolHeader,
-    Sentinel,
 )
-from herald.plugins.amqp.codec.frames import (
-    HEARTBEAT_FRAME,
-    FrameReader,
-    content_frames,
-    deliver_frames,
-    frame,
-)
+from herald.plugins.amqp.codec.frames import HEARTBEAT_FRAME, FrameReader, content_frames, frame
 from herald.plugins.amqp.codec.methods import (
     DECODERS,
-    BasicDeliver,
     BasicPublish,
     ConnectionClose,
     ConnectionCloseOk,
@@ -86,7 +90,7 @@ from herald.plugins.amqp.codec.properties import (
     decode_properties,
     encode_properties,
 )
-from herald.plugins.amqp.codec.state import ConnectionState, Direction
+from herald.plugins.amqp.codec.state import RECEIVE, SEND, TABLE, ConnectionState
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024  # RabbitMQ 4's default max_message_size
 _LOW_LEVEL_ERRORS = (struct.error, IndexError, ValueError)  # truncated input, bad UTF-8
@@ -96,10 +100,9 @@ _METHOD, _HEADER, _BODY = int(FrameType.METHOD), int(FrameType.HEADER), int(Fram
 _HEARTBEAT = int(FrameType.HEARTBEAT)
 _PUBLISH_KEY = (BasicPublish.CLASS_ID << 16) | BasicPublish.METHOD_ID
 _decode_basic_publish = DECODERS[_PUBLISH_KEY]
-_DELIVER_CACHE = 256  # entries per basic.deliver part cache; cleared when full
-_MAX_TAG = 1 << 64
 _U32 = struct.Struct(">I")
 _EMPTY = b""
+_NO_PUBLISH = BasicPublish()
 
 
 @attrs.define(slots=True)
@@ -119,8 +122,8 @@ def _unexpected(text: str) -> LocalProtocolError:
     return LocalProtocolError(text, ReplyCode.UNEXPECTED_FRAME)
 
 
-class AMQPConnection:
-    """One AMQP 0-9-1 connection, server side."""
+class AMQPConnection(DeliverFastPath):
+    """One AMQP 0-9-1 connection, server side (`send_deliver`: deliver.py)."""
 
     def __init__(
         self,
@@ -130,12 +133,14 @@ class AMQPConnection:
     ) -> None:
         if initial_frame_max < FRAME_MIN_SIZE:
             raise ValueError(f"initial_frame_max must be at least {FRAME_MIN_SIZE}")
+        super().__init__()
         self._state = ConnectionState.AWAIT_HEADER
         # What the state allows, cached as booleans: enum hashing is slow on the hot path.
         self._discarding = False
         self._channels_ok = False
         self._can_send = False
         self._reader = FrameReader(initial_frame_max)
+        self._eof = False  # receive_data(b"") came: the client ended the stream
         self._out: list[bytes] = []
         self._contents: dict[int, _Content] = {}
         self._broken: RemoteProtocolError | None = None
@@ -145,11 +150,9 @@ class AMQPConnection:
         self._max_message_size = max_message_size
         self._last_raw = EMPTY_RAW_PROPERTIES  # one-entry cache: publishers repeat properties
         self._last_properties = EMPTY_PROPERTIES
-        self._last_publish_raw = _EMPTY  # the same for basic.publish payloads
-        self._last_publish: Method | None = None
-        # basic.deliver payload parts: by consumer tag, and by (exchange, routing key)
-        self._deliver_prefixes: dict[str, bytes] = {}
-        self._deliver_tails: dict[tuple[str, str], bytes] = {}
+        # The same for basic.publish payloads; no payload is empty, so this one never matches.
+        self._last_publish_raw = _EMPTY
+        self._last_publish: Method = _NO_PUBLISH
 
     @property
     def state(self) -> ConnectionState:
@@ -163,14 +166,19 @@ class AMQPConnection:
     # -- inbound ------------------------------------------------------------------------
 
     def receive_data(self, data: bytes) -> None:
-        """Buffer bytes from the peer; `next_event` parses them."""
-        self._reader.feed(data)
+        """Buffer bytes from the peer for `next_event`; b"" marks the end of its stream, after
+        which more data is a LocalProtocolError (h11's convention)."""
+        if data:
+            if self._eof:
+                raise LocalProtocolError("data received after the end of the stream")
+            self._reader.feed(data)
+        else:
+            self._eof = True
 
-    def next_event(self) -> Event | Sentinel:
-        """The next event from the buffered bytes, or NEED_DATA.
-
-        Raises RemoteProtocolError (with `.code`) when the peer broke the protocol.
-        """
+    def next_event(self) -> Event | type[NEED_DATA]:
+        """The next event from the buffered bytes, NEED_DATA, or once the stream ended,
+        ConnectionClosed. Raises RemoteProtocolError (with `.code`) when the peer broke the
+        protocol."""
         if self._broken is not None:
             raise self._broken
         try:
@@ -182,7 +190,7 @@ class AMQPConnection:
             self._broken = RemoteProtocolError(f"cannot decode frame: {exc}", 501)
         raise self._broken
 
-    def _next_event(self) -> Event | Sentinel:
+    def _next_event(self) -> Event | type[NEED_DATA]:
         reader = self._reader
         if self._state is ConnectionState.AWAIT_HEADER:
             return self._read_protocol_header()
@@ -190,7 +198,7 @@ class AMQPConnection:
             found = reader.next_frame()
             if found is None:
                 reader.compact()
-                return NEED_DATA
+                return self._end_of_stream() if self._eof else NEED_DATA
             frame_type, channel, start, end = found
             if frame_type == _METHOD:
                 event = self._on_method(channel, reader.buf, start, end)
@@ -209,18 +217,30 @@ class AMQPConnection:
             if event is not None:
                 return event
 
-    def _read_protocol_header(self) -> Event | Sentinel:
+    def _read_protocol_header(self) -> Event | type[NEED_DATA]:
         header = self._reader.read_protocol_header()
         if header is None:
-            return NEED_DATA
+            return self._end_of_stream() if self._eof else NEED_DATA
         if header != PROTOCOL_HEADER:
             self._out.append(PROTOCOL_HEADER)
             self._broken = RemoteProtocolError(
                 f"unsupported protocol header {header!r}; answered with AMQP 0-9-1's", None
             )
             raise self._broken
-        self._set_state(st.next_state(self._state, Direction.RECV, ProtocolHeader))
+        self._set_state(TABLE.next_state(self._state, RECEIVE, ProtocolHeader))
         return ProtocolHeader(header[5], header[6], header[7])
+
+    def _end_of_stream(self) -> ConnectionClosed:
+        """The stream ended and no whole event is left: a clean close between frames, else
+        501, whether a frame or a message (a publish whose header or body never came) was cut."""
+        buffered = self._reader.buffered
+        if not buffered and self._contents:
+            raise LocalProtocolError(
+                "the peer closed the connection in the middle of a message on channel "
+                f"{next(iter(self._contents))}",
+                ReplyCode.FRAME_ERROR,
+            )
+        return end_of_stream(buffered, ReplyCode.FRAME_ERROR)
 
     def _on_method(self, channel: int, buf: bytearray, start: int, end: int) -> Event | None:
         if end - start < 4:
@@ -281,9 +301,10 @@ class AMQPConnection:
         return Message(channel, method, properties, body, raw)
 
     def _after_connection_method(self, method: Method) -> None:
+        after = TABLE.next_state(self._state, RECEIVE, type(method))
         if type(method) is ConnectionTuneOk and self._state is ConnectionState.HANDSHAKE:
             self._adopt_frame_max(method.frame_max)  # a later tune-ok is the session's problem
-        self._set_state(st.next_state(self._state, Direction.RECV, type(method)))
+        self._set_state(after)
 
     def _set_state(self, state: ConnectionState) -> None:
         self._state = state
@@ -401,11 +422,14 @@ class AMQPConnection:
             raise LocalProtocolError(f"cannot encode {method!r}: {exc}") from exc
         if self._frame_max and len(payload) > self._frame_max - FRAME_OVERHEAD:
             raise LocalProtocolError(f"{method.NAME} does not fit in frame_max {self._frame_max}")
-        if cls is ConnectionTune:
+        if channel:
+            self._out.append(frame(_METHOD, channel, payload))
+            return
+        after = TABLE.next_state(state, SEND, cls)  # before queueing it
+        if type(method) is ConnectionTune:
             self._offered_frame_max = method.frame_max
-        self._out.append(frame(_METHOD, channel, payload))
-        if channel == 0:
-            self._set_state(st.next_state(state, Direction.SEND, cls))
+        self._out.append(frame(_METHOD, 0, payload))
+        self._set_state(after)
 
     def _send_delivery(self, event: Delivery, state: ConnectionState) -> None:
         if state is not ConnectionState.OPEN:
@@ -417,63 +441,10 @@ class AMQPConnection:
             raise LocalProtocolError(f"cannot send {method.NAME} on {event.channel} as a Delivery")
         properties = event.properties
         try:
-            raw = properties if type(properties) is bytes else encode_properties(properties)
+            raw = properties if isinstance(properties, bytes) else encode_properties(properties)
             content_frames(self._out, event.channel, method, raw, event.body, self._max_body_frame)
         except (struct.error, UnicodeEncodeError, TypeError) as exc:
             raise LocalProtocolError(f"cannot encode {method!r}: {exc}") from exc
-
-    def send_deliver(
-        self,
-        channel: int,
-        consumer_tag: str,
-        delivery_tag: int,
-        redelivered: bool,
-        exchange: str,
-        routing_key: str,
-        raw_properties: bytes,
-        body: bytes,
-    ) -> None:
-        """`send(Delivery(channel, BasicDeliver(...), raw_properties, body))`, the same bytes
-        and errors, without building either event: this runs once per delivered message.
-
-        The method payload's consumer-tag part and exchange + routing-key part are cached
-        (they repeat delivery after delivery); a body that needs several frames, a state or
-        value the general path would refuse, all take the general path.
-        """
-        size = len(body)
-        prefix = self._deliver_prefixes.get(consumer_tag)
-        tail = self._deliver_tails.get((exchange, routing_key))
-        if (
-            prefix is None
-            or tail is None
-            or self._state is not ConnectionState.OPEN
-            or not channel
-            or (self._max_body_frame and size > self._max_body_frame)
-            or type(raw_properties) is not bytes
-            or not 0 <= delivery_tag < _MAX_TAG
-        ):
-            method = BasicDeliver(consumer_tag, delivery_tag, redelivered, exchange, routing_key)
-            self._send_deliver_slowly(channel, method, raw_properties, body)
-            return
-        self._out.append(
-            deliver_frames(channel, prefix, delivery_tag, redelivered, tail, raw_properties, body)
-        )
-
-    def _send_deliver_slowly(
-        self, channel: int, method: BasicDeliver, raw: bytes, body: bytes
-    ) -> None:
-        self.send(Delivery(channel, method, raw, body))
-        if self._state is not ConnectionState.OPEN:
-            return
-        # It went out, so the strings encode: cache their parts for the next deliveries.
-        payload = method.encode()
-        prefix_size = 5 + payload[4]  # ids and the consumer tag; then tag and redelivered
-        prefixes, tails = self._deliver_prefixes, self._deliver_tails
-        if len(prefixes) >= _DELIVER_CACHE or len(tails) >= _DELIVER_CACHE:
-            prefixes.clear()
-            tails.clear()
-        prefixes[method.consumer_tag] = payload[:prefix_size]
-        tails[(method.exchange, method.routing_key)] = payload[prefix_size + 9 :]
 
     def data_to_send(self) -> bytes:
         """Everything queued since the last call, as one bytes (b"" if nothing)."""
@@ -483,3 +454,16 @@ class AMQPConnection:
         data = out[0] if len(out) == 1 else _EMPTY.join(out)
         out.clear()
         return data
+
+    # -- errors -------------------------------------------------------------------------
+
+    def error_reply(self) -> MethodFrame | None:
+        """After `next_event` raised RemoteProtocolError: the connection.close to send before
+        hanging up, worded as the session words its own. None when nothing can be said: no
+        reply code (a foreign protocol header, answered with ours already queued), or a state
+        in which the server may not start a close (no header yet; close already exchanged)."""
+        error = self._broken
+        if error is None or error.code is None or self._state not in st.RUNNING:
+            return None
+        code = error.code
+        return MethodFrame(0, ConnectionClose(code, reply_text(code, error.text), 0, 0))

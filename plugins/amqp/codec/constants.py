@@ -52,3 +52,14 @@ class ReplyCode(enum.IntEnum):
     NOT_ALLOWED = 530
     NOT_IMPLEMENTED = 540
     INTERNAL_ERROR = 541
+
+
+def reply_text(code: int, text: str) -> str:
+    """RabbitMQ's form, "NOT_FOUND - no queue 'q' in vhost '/'", cut to a shortstr. Here, not
+    in the session, because the codec's `error_reply` words its connection.close the same."""
+    try:
+        name = ReplyCode(code).name
+    except ValueError:
+        name = "ERROR"
+    full = f"{name} - {text}".encode()
+    return full[:255].decode(errors="ignore")

@@ -1,36 +1,19 @@
 """What the AMQP codec yields (`next_event`) and accepts (`send`).
 
 Inbound: `ProtocolHeader`, `MethodFrame`, `Message` (a content-bearing method with its header
-and body frames assembled), `ContentTooLarge`, `Heartbeat`. Outbound: `MethodFrame`,
-`Delivery` (a content-bearing method with properties and body, split into frames by the
-codec) and `Heartbeat`. "Need more bytes" is the `NEED_DATA` sentinel, never None.
+and body frames assembled), `ContentTooLarge`, `Heartbeat`, and the kit's `ConnectionClosed`
+(the client ended the stream between frames). Outbound: `MethodFrame`, `Delivery` (a
+content-bearing method with properties and body, split into frames by the codec) and
+`Heartbeat`. `Event` and `NEED_DATA` are the codec kit's too (core/codec_kit.py), so every
+herald codec means the same by them.
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Literal
-
 import attrs
 
+from herald.core.codec_kit import Event
 from herald.plugins.amqp.codec.methods import BasicProperties, Method
-
-
-class Event:
-    """Base of every codec event."""
-
-    __slots__ = ()
-
-
-class Sentinel(enum.Enum):
-    NEED_DATA = "NEED_DATA"
-
-    def __repr__(self) -> str:
-        return self.value
-
-
-NEED_DATA: Literal[Sentinel.NEED_DATA] = Sentinel.NEED_DATA
-"""`next_event()` returns this when the buffered bytes don't hold a whole event yet."""
 
 
 @attrs.frozen(slots=True)
