@@ -184,7 +184,6 @@ class Inbound:
         session = self.session
         if session.version < 5:
             session.fail(code, text)  # 3.1.1 has no way to refuse a publish but hanging up
-        elif packet.qos == 1:
-            self._reply(PubAck(packet.packet_id, code, self._reason(text)))  # type: ignore[arg-type]
-        elif packet.qos == 2:
-            self._reply(PubRec(packet.packet_id, code, self._reason(text)))  # type: ignore[arg-type]
+        elif packet.packet_id is not None:  # QoS 1 or 2 (QoS 0 has nothing to answer with)
+            ack = PubAck if packet.qos == 1 else PubRec
+            self._reply(ack(packet.packet_id, code, self._reason(text)))

@@ -142,9 +142,9 @@ class RetainedStore:
                     continue
                 yield from self._walk(child, levels, depth + 1)
             return
-        child = node.children.get(level)
-        if child is not None:
-            yield from self._walk(child, levels, depth + 1)
+        below = node.children.get(level)
+        if below is not None:
+            yield from self._walk(below, levels, depth + 1)
 
     def _everything(self, node: _Node, *, top: bool) -> Iterator[RetainedMessage]:
         for name, child in node.children.items():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -35,6 +35,7 @@ from herald.plugins.mqtt.codec import (
     NO_PROPERTIES,
     Auth,
     Connect,
+    ConnectionClosed,
     Disconnect,
     MQTTConnection,
     Packet,
@@ -114,7 +115,9 @@ class Session(SessionIO):
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:
-        """Handle bytes from the client: every whole packet they complete."""
+        """Handle bytes from the client: every whole packet they complete. b"" is the end of
+        its stream: between packets a lost connection (the will is published), inside one a
+        malformed packet (answered, and the will published too)."""
         self.last_received = trio.current_time()
         codec = self.codec
         codec.receive_data(data)
@@ -135,14 +138,17 @@ class Session(SessionIO):
                         await trio.lowlevel.cancel_shielded_checkpoint()
                         if self.done:
                             break
-                    self.inbound.publish(packet)  # type: ignore[arg-type]
+                    self.inbound.publish(packet)  # type: ignore[arg-type]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
                 elif kind is PubAck:  # as `_handle` would, one call less per delivery
-                    self.outbound.puback(packet.packet_id)  # type: ignore[union-attr]
+                    self.outbound.puback(packet.packet_id)  # type: ignore[union-attr]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
                 elif kind is Connect:
                     self._connect_received = True
-                    await connect.accept(self, packet)  # type: ignore[arg-type]
+                    await connect.accept(self, cast(Connect, packet))
+                elif kind is ConnectionClosed:  # the client hung up without DISCONNECT
+                    self.connection_lost("client closed the connection")
+                    break
                 else:
-                    self._handle(packet)  # type: ignore[arg-type]
+                    self._handle(packet)  # type: ignore[arg-type]  # a Packet: NEED_DATA and ConnectionClosed are handled above, which mypy does not see
         except RemoteProtocolError as exc:
             self._codec_failed(exc)
         if self.inbound.owed:
@@ -263,9 +269,9 @@ class Session(SessionIO):
         again without its properties, which are then only a reason string and user properties,
         and MQTT 5 says to leave those out ([MQTT-3.2.2-19] and its twins). If it still does
         not fit, the connection closes without it: False."""
-        if packet.properties is not NO_PROPERTIES:  # type: ignore[attr-defined]
+        if getattr(packet, "properties", NO_PROPERTIES) is not NO_PROPERTIES:
             with contextlib.suppress(LocalProtocolError):
-                self.codec.send(attrs.evolve(packet, properties=NO_PROPERTIES))  # type: ignore[call-arg]
+                self.codec.send(attrs.evolve(packet, properties=NO_PROPERTIES))  # type: ignore[call-arg]  # packet has properties (checked above); mypy knows Packet's fields only
                 return True
         log.info("MQTT connection from %s closed: %s", self.connection.peer, text)
         self.finish(text)
@@ -286,19 +292,19 @@ class Session(SessionIO):
         """Every packet but PUBLISH and CONNECT (`receive` handles those itself)."""
         kind = type(packet)
         if kind is PubAck:
-            self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]
+            self.outbound.puback(packet.packet_id)  # type: ignore[attr-defined]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
         elif kind is PubRec:
-            self.outbound.pubrec(packet.packet_id, packet.reason_code)  # type: ignore[attr-defined]
+            self.outbound.pubrec(packet.packet_id, packet.reason_code)  # type: ignore[attr-defined]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
         elif kind is PubRel:
-            self.inbound.pubrel(packet)  # type: ignore[arg-type]
+            self.inbound.pubrel(packet)  # type: ignore[arg-type]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
         elif kind is PubComp:
-            self.outbound.pubcomp(packet.packet_id)  # type: ignore[attr-defined]
+            self.outbound.pubcomp(packet.packet_id)  # type: ignore[attr-defined]  # kind is type(packet), which mypy does not narrow on; a cast is a call per packet
         elif kind is Subscribe:
-            self._subscribe(packet)  # type: ignore[arg-type]
+            self._subscribe(cast(Subscribe, packet))
         elif kind is Unsubscribe:
-            self._unsubscribe(packet)  # type: ignore[arg-type]
+            self._unsubscribe(cast(Unsubscribe, packet))
         elif kind is Disconnect:
-            self._disconnect(packet)  # type: ignore[arg-type]
+            self._disconnect(cast(Disconnect, packet))
         elif kind is Auth:
             self.fail(ReasonCode.PROTOCOL_ERROR, "enhanced authentication is not supported")
         elif kind is not PingReq:  # the codec answers PINGREQ itself

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from herald.plugins.mqtt.codec import (
+    DEFAULT_MAX_PACKET_SIZE,
     NEED_DATA,
     ConnAck,
     Connect,
@@ -38,10 +39,13 @@ def connect_bytes(version: int, client_id: str = "cid") -> bytes:
 
 
 def connected(
-    version: int, *, topic_alias_maximum: int | None = None, **kwargs: object
+    version: int,
+    *,
+    topic_alias_maximum: int | None = None,
+    max_packet_size: int = DEFAULT_MAX_PACKET_SIZE,
 ) -> MQTTConnection:
     """A server codec that has read a CONNECT at `version` and accepted it."""
-    conn = MQTTConnection(**kwargs)  # type: ignore[arg-type]
+    conn = MQTTConnection(max_packet_size=max_packet_size)
     conn.receive_data(connect_bytes(version))
     assert isinstance(conn.next_event(), Connect)
     conn.send(ConnAck(properties=Properties(topic_alias_maximum=topic_alias_maximum)))
@@ -50,9 +54,11 @@ def connected(
 
 
 def drain(conn: MQTTConnection) -> list[Packet]:
+    """Every packet `conn` has whole (the stream must not have ended)."""
     events = []
     while (event := conn.next_event()) is not NEED_DATA:
-        events.append(event)  # type: ignore[arg-type]
+        assert isinstance(event, Packet), event
+        events.append(event)
     return events
 
 
@@ -61,5 +67,6 @@ def read_all(data: bytes, version: int | None) -> list[Packet]:
     reader.receive_data(data)
     packets = []
     while (packet := reader.next_packet(version)) is not NEED_DATA:
-        packets.append(packet)  # type: ignore[arg-type]
+        assert isinstance(packet, Packet), packet
+        packets.append(packet)
     return packets

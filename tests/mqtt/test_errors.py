@@ -195,14 +195,16 @@ def test_password_without_user_name_is_fine_in_mqtt5() -> None:
     conn = MQTTConnection()
     conn.receive_data(connect_body(5, 0x42, string("c") + string("pw")))
     packet = conn.next_event()
-    assert packet.password == b"pw" and packet.username is None  # type: ignore[union-attr]
+    assert isinstance(packet, Connect)
+    assert packet.password == b"pw" and packet.username is None
 
 
 def test_empty_client_id_is_fine_with_clean_session_or_mqtt5() -> None:
     for data in (connect_body(4, 0x02, string("")), connect_body(5, 0x00, string(""))):
         conn = MQTTConnection()
         conn.receive_data(data)
-        assert conn.next_event().client_id == ""  # type: ignore[union-attr]
+        packet = conn.next_event()
+        assert isinstance(packet, Connect) and packet.client_id == ""
 
 
 def test_oversized_packet_is_refused_from_its_fixed_header() -> None:

@@ -1,6 +1,7 @@
 """Hypothesis: whatever a client sends, the server codec yields packets or one
-RemoteProtocolError, never another exception (h11's fuzz invariant); what it yields re-encodes
-to something that decodes the same; the size limit holds before the payload arrives."""
+RemoteProtocolError, never another exception (h11's fuzz invariant), and at the end of the
+stream ConnectionClosed or that error; what it yields re-encodes to something that decodes the
+same; the size limit holds before the payload arrives."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from herald.core.errors import RemoteProtocolError
+from herald.core.codec_kit import RemoteProtocolError
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
     ConnAck,
     Connect,
+    ConnectionClosed,
     MQTTConnection,
     Packet,
     Properties,
@@ -33,12 +35,16 @@ VERSIONS = st.sampled_from([3, 4, 5])
 def feed(
     conn: MQTTConnection, chunks: list[bytes]
 ) -> tuple[list[Packet], RemoteProtocolError | None]:
-    """Feed the chunks; every outcome is a packet, NEED_DATA, or one RemoteProtocolError."""
+    """Feed the chunks (b"": the end of the stream); every outcome is a packet, NEED_DATA,
+    ConnectionClosed once the stream ended, or one RemoteProtocolError."""
     packets: list[Packet] = []
     try:
         for chunk in chunks:
             conn.receive_data(chunk)
             while (event := conn.next_event()) is not NEED_DATA:
+                if isinstance(event, ConnectionClosed):
+                    assert not chunk
+                    return packets, None
                 assert isinstance(event, Packet)
                 packets.append(event)
     except RemoteProtocolError as exc:
@@ -66,13 +72,13 @@ def assert_reencodes(packets: list[Packet], version: int) -> None:
 def test_garbage_after_connect(version: int, acked: bool, garbage: bytes, cuts: list[int]) -> None:
     conn = connected(version) if acked else MQTTConnection()
     data = garbage if acked else connect_bytes(version) + garbage
-    packets, _ = feed(conn, chunked(data, cuts))
+    packets, _ = feed(conn, [*chunked(data, cuts), b""])
     assert_reencodes(packets, version)
 
 
 @given(st.binary(max_size=200))
 def test_garbage_as_the_first_packet(garbage: bytes) -> None:
-    packets, _ = feed(MQTTConnection(), [garbage])
+    packets, _ = feed(MQTTConnection(), [garbage, b""])
     assert all(isinstance(p, Connect) for p in packets[:1])
 
 
@@ -123,7 +129,7 @@ def test_size_limit_is_checked_from_the_fixed_header(length: int, first: int) ->
 PUBLISHES = st.builds(
     Publish,
     topic=st.text(
-        st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00+#"),
+        st.characters(exclude_categories=["Cs"], exclude_characters="\x00+#"),
         min_size=1,
         max_size=30,
     ),

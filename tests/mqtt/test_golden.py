@@ -244,6 +244,7 @@ def _decode(chunks: list[bytes], version: int | None) -> list[Packet]:
     for chunk in chunks:
         reader.receive_data(chunk)
         while (packet := reader.next_packet(version)) is not NEED_DATA:
+            assert isinstance(packet, Packet), packet
             packets.append(packet)
     assert reader.buffered == 0
     return packets

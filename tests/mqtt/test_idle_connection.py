@@ -8,6 +8,7 @@ writer on demand, crash isolation, the bounded close, lingering), tests/test_tra
 from __future__ import annotations
 
 from pathlib import Path
+from types import MethodType
 
 import pytest
 import trio
@@ -53,7 +54,9 @@ async def test_an_idle_connection_is_one_task_without_a_nursery(
             (task,) = [t for t in all_tasks() if t.name == "mqtt connection"]
             assert task.child_nurseries == []
             (connection,) = broker.connections
-            session = connection.closer.__self__  # type: ignore[union-attr]
+            closer = connection.closer  # the session's bound close_from_broker
+            assert isinstance(closer, MethodType)
+            session = closer.__self__
             assert isinstance(session, Session)
             assert session.link is not None and session.link.writing is None
             assert session.timer_at is not None  # keep alive: an entry in the kernel's heap

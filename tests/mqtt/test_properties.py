@@ -174,7 +174,7 @@ def test_values_the_wire_cannot_hold_are_refused_on_encode(props: Properties) ->
 # -- round trips and paho ----------------------------------------------------------------------
 
 TEXT = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\ufeff"), max_size=12
+    st.characters(exclude_categories=["Cs"], exclude_characters="\x00\ufeff"), max_size=12
 )
 
 

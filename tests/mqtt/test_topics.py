@@ -118,9 +118,7 @@ def test_routing_keys_keep_stars_literal() -> None:
     assert mqtt_to_amqp("a/*") == "a.*"
 
 
-NAMES = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00+#"), min_size=1
-)
+NAMES = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00+#"), min_size=1)
 
 
 @given(NAMES)

@@ -22,6 +22,7 @@ from herald.plugins.mqtt.codec import (
     NEED_DATA,
     ConnAck,
     Connect,
+    ConnectionClosed,
     Disconnect,
     MQTTConnection,
     Packet,
@@ -231,6 +232,7 @@ def hand_made(version: int, tag: str) -> list[Case]:
             version,
             [hello() + _publish(version, b"a/b")[:-2]],
             R.SUCCESS,
+            R.MALFORMED_PACKET if v5 else None,  # a packet cut by EOF is malformed
             half_close=True,
         ),
     ]
@@ -361,8 +363,10 @@ class Verdict:
 
 
 def codec_verdict(data: bytes) -> Verdict:
+    """What the codec makes of `data` and then EOF (every random case half-closes)."""
     conn = MQTTConnection(max_packet_size=MAX_PACKET_SIZE)
     conn.receive_data(data)
+    conn.receive_data(b"")
     level = None
     reader = PacketReader(MAX_PACKET_SIZE)
     reader.receive_data(data)
@@ -387,6 +391,8 @@ def codec_verdict(data: bytes) -> Verdict:
                 conn.send(ConnAck(properties=props))
             elif isinstance(packet, Disconnect):
                 return Verdict(version, connected, None, True)
+            elif isinstance(packet, ConnectionClosed):
+                break
     except RemoteProtocolError as exc:
         return Verdict(version, connected, exc.code, False)
     return Verdict(version, connected, None, False)

@@ -1,25 +1,27 @@
-"""herald's MQTT 3.1 / 3.1.1 / 5.0 codec, server side, sans-IO: no sockets, no Trio, no core.
+"""herald's MQTT 3.1 / 3.1.1 / 5.0 codec, server side, sans-IO: no sockets, no Trio, no kernel.
 
     conn = MQTTConnection(max_packet_size=1 << 20)
-    conn.receive_data(chunk)
+    conn.receive_data(chunk)     # b"" at the end of the stream
     while (packet := conn.next_event()) is not NEED_DATA:
+        if type(packet) is ConnectionClosed: ...   # ended between two packets: stop
         ...                      # Connect, Publish, Subscribe, ...; conn.send(ConnAck(...))
     stream.send_all(conn.data_to_send())
 
-On `RemoteProtocolError` (`.code` = MQTT 5 reason code) send `conn.error_reply()` if it is not
-None, then close. `encode_packet`/`PacketReader` work on any packet, in either direction.
+`NEED_DATA`, `ConnectionClosed` and the error types are core/codec_kit.py's, the same in
+every codec. On `RemoteProtocolError` (`.code`
+= MQTT 5 reason code) send `conn.error_reply()` if it is not None, then close.
+`encode_packet`/`PacketReader` work on any packet, in either direction.
 """
 
+from herald.core.codec_kit import NEED_DATA, ConnectionClosed
 from herald.plugins.mqtt.codec.connection import MQTTConnection
 from herald.plugins.mqtt.codec.encode import encode_packet
 from herald.plugins.mqtt.codec.packets import (
-    NEED_DATA,
     PACKET_CLASSES,
     Auth,
     ConnAck,
     Connect,
     Disconnect,
-    Event,
     Packet,
     PingReq,
     PingResp,
@@ -55,9 +57,9 @@ __all__ = [
     "Auth",
     "ConnAck",
     "Connect",
+    "ConnectionClosed",
     "ConnectionState",
     "Disconnect",
-    "Event",
     "MQTTConnection",
     "Packet",
     "PacketReader",

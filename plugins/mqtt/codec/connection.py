@@ -1,10 +1,13 @@
 """`MQTTConnection`: the server side of one MQTT connection, sans-IO (h2's shape, STYLE rule 1).
 
 Bytes go in through `receive_data`, packets come out of `next_event`; packets go in through
-`send` and bytes come out of `data_to_send`. The protocol level is learned from CONNECT and
-used for every packet after it. The connection keeps the state the wire itself needs: the
-state machine (state.py), the topic aliases of MQTT 5 both ways (resolved and assigned here,
-like HPACK in h2), the client's Maximum Packet Size, and PINGREQ, which it answers itself.
+`send` and bytes come out of `data_to_send` (core/codec_kit.py's `CodecConnection`). The end of
+the stream goes in as `receive_data(b"")`: between two packets `next_event` then returns
+`ConnectionClosed`, inside one it raises 0x81 (a cut packet is malformed). The protocol level
+is learned from CONNECT and used for every packet after it. The connection keeps the state
+the wire itself needs: the state machine (state.py), the topic aliases of MQTT 5 both ways
+(resolved and assigned here, like HPACK in h2), the client's Maximum Packet Size, and PINGREQ,
+which it answers itself.
 
 Outbound aliases: when the client's CONNECT allows N > 0, the first N topics sent get aliases
 1..N (the first PUBLISH of each carries topic and alias, later ones the alias alone); past N,
@@ -19,15 +22,22 @@ Misuse by the caller raises `LocalProtocolError`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import cast
 
 import attrs
 
-from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.codec_kit import (
+    NEED_DATA,
+    ConnectionClosed,
+    Direction,
+    LocalProtocolError,
+    RemoteProtocolError,
+    end_of_stream,
+)
 from herald.plugins.mqtt.codec.decode import connect_level, decode_body
 from herald.plugins.mqtt.codec.encode import encode_packet
 from herald.plugins.mqtt.codec.packets import (
-    NEED_DATA,
     PACKET_CLASSES,
     ConnAck,
     Connect,
@@ -48,8 +58,7 @@ from herald.plugins.mqtt.codec.reasons import (
 )
 from herald.plugins.mqtt.codec.state import (
     MQTT5_ONLY_SENDS,
-    RECEIVE_BY_STATE,
-    SEND_BY_STATE,
+    TABLE,
     ConnectionState,
     PeerError,
     RefusedConnAck,
@@ -75,8 +84,12 @@ class MQTTConnection:
         self._reader = PacketReader(max_packet_size)
         self._out: list[bytes] = []
         self._state = ConnectionState.AWAIT_CONNECT
-        self._receivable = RECEIVE_BY_STATE[self._state]  # this state's rows of TRANSITIONS
-        self._sendable = SEND_BY_STATE[self._state]
+        # This state's moves, packet class -> next state.
+        self._receivable: Mapping[object, ConnectionState] = TABLE.moves(
+            self._state, Direction.RECEIVE
+        )
+        self._sendable: Mapping[object, ConnectionState] = TABLE.moves(self._state, Direction.SEND)
+        self._eof = False  # receive_data(b""): the client ended its stream
         self.connected = False
         """Whether the state is CONNECTED: a plain attribute, read once per delivery."""
         self._version: int | None = None
@@ -118,12 +131,18 @@ class MQTTConnection:
     # -- inbound ---------------------------------------------------------------------------
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
-        """Buffer bytes read from the client (ignored once the connection has failed)."""
-        if self._error is None:
+        """Buffer bytes read from the client (ignored once the connection has failed); b""
+        marks the end of its stream, after which more data is the caller's error."""
+        if not data:
+            self._eof = True
+        elif self._eof:
+            raise LocalProtocolError("data received after the end of the stream")
+        elif self._error is None:
             self._reader.receive_data(data)
 
-    def next_event(self) -> Packet | type[NEED_DATA]:
-        """The next packet from the client, or NEED_DATA; raises RemoteProtocolError."""
+    def next_event(self) -> Packet | ConnectionClosed | type[NEED_DATA]:
+        """The next packet from the client, NEED_DATA, or (after `receive_data(b"")`)
+        ConnectionClosed; raises RemoteProtocolError."""
         if self._error is not None:
             error = self._error
             raise RemoteProtocolError(f"connection already failed: {error.text}", error.code)
@@ -131,26 +150,29 @@ class MQTTConnection:
         try:
             frame = reader.next_frame()
             if frame is None:
+                if self._eof:  # ConnectionClosed, or 0x81 if a packet was cut
+                    return end_of_stream(reader.buffered, ReasonCode.MALFORMED_PACKET)
                 return NEED_DATA
             first, start, end = frame
             cls = _CLASS_BY_TYPE[first >> 4]
             if cls is None:
                 raise malformed("reserved packet type 0")
             new_state = self._receivable.get(cls)
-            if new_state is None:
-                raise protocol_error(f"{cls.TYPE.name} is not allowed: {self._state.value}")
+            if new_state is None:  # not in the table: its refusal (0x82) raises
+                new_state = TABLE.next_state(self._state, Direction.RECEIVE, cls)
             if cls is Connect:
                 self._connect_level = connect_level(reader.buffer, start, end)
             packet = decode_body(first, reader.buffer, start, end, self._version)
             if cls is Publish:
-                if packet.properties is not NO_PROPERTIES:  # type: ignore[attr-defined]
-                    packet = self._resolve_alias(packet)  # type: ignore[arg-type]
+                publish: Publish = packet  # type: ignore[assignment]  # decoded as cls; mypy does not narrow on cls, and a cast is a call per PUBLISH
+                if publish.properties is not NO_PROPERTIES:
+                    packet = self._resolve_alias(publish)
             elif cls is Connect:
-                self._accept_connect(packet)  # type: ignore[arg-type]
+                self._accept_connect(cast(Connect, packet))
             elif cls is PingReq:
                 self._pings_due += 1
             elif cls is Disconnect and self._version == 5:
-                self._check_disconnect(packet)  # type: ignore[arg-type]
+                self._check_disconnect(cast(Disconnect, packet))
             reader.consume(end)
             if new_state is not self._state:
                 self._set_state(new_state)
@@ -164,8 +186,8 @@ class MQTTConnection:
 
     def _set_state(self, state: ConnectionState) -> None:
         self._state = state
-        self._receivable = RECEIVE_BY_STATE[state]
-        self._sendable = SEND_BY_STATE[state]
+        self._receivable = TABLE.moves(state, Direction.RECEIVE)
+        self._sendable = TABLE.moves(state, Direction.SEND)
         self.connected = state is ConnectionState.CONNECTED
 
     def _accept_connect(self, packet: Connect) -> None:
@@ -221,16 +243,16 @@ class MQTTConnection:
 
     def _send(self, packet: Packet) -> None:
         cls = type(packet)
-        key = RefusedConnAck if cls is ConnAck and packet.reason_code else cls  # type: ignore[attr-defined]
+        key = RefusedConnAck if cls is ConnAck and cast(ConnAck, packet).reason_code else cls
         new_state = self._sendable.get(key)
-        if new_state is None:
-            raise LocalProtocolError(f"cannot send {cls.__name__}: {self._state.value}")
+        if new_state is None:  # not in the table: its refusal raises
+            new_state = TABLE.next_state(self._state, Direction.SEND, key)
         version = self._version or self._reply_version()
         if cls in MQTT5_ONLY_SENDS and version != 5:
             raise LocalProtocolError(f"a server sends {cls.TYPE.name} in MQTT 5 only")
         topic = None  # set when this PUBLISH gets an alias, committed once it is sent
         if cls is Publish and self._peer_alias_maximum:
-            publish: Publish = packet  # type: ignore[assignment]
+            publish: Publish = packet  # type: ignore[assignment]  # cls is type(packet), which mypy does not narrow on; a cast is a call per PUBLISH
             if publish.properties.topic_alias is None:
                 topic = publish.topic
                 packet = self._with_alias(publish)
@@ -242,10 +264,10 @@ class MQTTConnection:
                 ReasonCode.PACKET_TOO_LARGE,
             )
         if topic is not None:
-            self._alias_used(topic, packet.properties.topic_alias)  # type: ignore[attr-defined]
+            self._alias_used(topic, packet.properties.topic_alias)  # type: ignore[attr-defined]  # topic is set: packet is the aliased PUBLISH
         self._out.append(data)
         if cls is ConnAck and new_state is ConnectionState.CONNECTED:
-            self._topic_alias_maximum = packet.properties.topic_alias_maximum or 0  # type: ignore[attr-defined]
+            self._topic_alias_maximum = cast(ConnAck, packet).properties.topic_alias_maximum or 0
         if new_state is not self._state:
             self._set_state(new_state)
 
@@ -291,7 +313,8 @@ class MQTTConnection:
         return ProtocolVersion.MQTT_5 if self._connect_level == 5 else ProtocolVersion.MQTT_3_1_1
 
     def error_reply(self) -> Packet | None:
-        """The packet to send before closing after a RemoteProtocolError, or None to just close.
+        """The packet to send before closing after a RemoteProtocolError, or None to just close
+        (`CodecConnection.error_reply`; None too if nothing failed).
 
         Before CONNACK: a refusing CONNACK (3.1/3.1.1: only for codes that have a return code,
         e.g. 0x84 -> 0x01; MQTT 5: the reason code). After CONNACK: an MQTT 5 DISCONNECT.

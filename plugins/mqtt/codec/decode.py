@@ -17,7 +17,7 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 from herald.plugins.mqtt.codec.packets import (
     Auth,
     ConnAck,

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from typing import Any, Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 from herald.plugins.mqtt.codec.packets import (
     Auth,
     ConnAck,
@@ -109,7 +109,7 @@ def _publish(p: Publish, version: int) -> bytes:
     """The hot path of deliveries: one join of header, topic, packet id and payload."""
     last = _last_plain
     if p is last[0] and version == last[1]:
-        return last[2]  # type: ignore[no-any-return]
+        return last[2]
     qos = p.qos
     if qos not in (0, 1, 2):
         raise LocalProtocolError(f"PUBLISH QoS {qos}")

@@ -1,4 +1,4 @@
-"""What the MQTT codec reads and writes: one frozen class per control packet, and NEED_DATA.
+"""What the MQTT codec reads and writes: one frozen class per control packet.
 
 Packets are version-neutral: the connection encodes them for the protocol level CONNECT chose.
 Outcomes are always MQTT 5 reason codes (`ReasonCode`); for 3.1/3.1.1 the encoder maps a
@@ -13,6 +13,7 @@ from typing import ClassVar, Final
 
 import attrs
 
+from herald.core.codec_kit import Event
 from herald.plugins.mqtt.codec.properties import NO_PROPERTIES, Properties
 from herald.plugins.mqtt.codec.reasons import (
     PROTOCOL_NAMES,
@@ -22,24 +23,11 @@ from herald.plugins.mqtt.codec.reasons import (
 )
 
 
-class _SentinelType(type):
-    def __repr__(cls) -> str:
-        return cls.__name__
-
-
-class NEED_DATA(metaclass=_SentinelType):  # a sentinel class, named like h11's
-    """Returned by `next_event` when the buffered bytes hold no complete packet yet."""
-
-
 @attrs.frozen
-class Packet:
-    """Base of every MQTT control packet."""
+class Packet(Event):
+    """Base of every MQTT control packet: the codec kit's `Event`, under MQTT's name."""
 
     TYPE: ClassVar[PacketType]  # set by each packet class
-
-
-Event = Packet
-"""The codec's event base (STYLE: one `Event` base per protocol); MQTT calls them packets."""
 
 
 @attrs.frozen
@@ -54,7 +42,7 @@ class Will:
 
 
 def _default_protocol_name(self: Connect) -> str:
-    return PROTOCOL_NAMES.get(self.protocol_level, "MQTT")  # type: ignore[call-overload]
+    return PROTOCOL_NAMES.get(self.protocol_level, "MQTT")
 
 
 @attrs.frozen

@@ -15,11 +15,11 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 from herald.plugins.mqtt.codec.reasons import PacketType
 from herald.plugins.mqtt.codec.wire import (
     U16,
@@ -113,6 +113,14 @@ SPECS: Final = tuple(
 BY_ID: Final = {spec.identifier: spec for spec in SPECS}
 
 
+if TYPE_CHECKING:  # `tuple` typed for mypy's attrs plugin, which cannot solve tuple's own
+
+    def _ints(values: Iterable[int]) -> tuple[int, ...]: ...
+
+else:
+    _ints = tuple  # the builtin: no Python call in __init__
+
+
 def _pairs(pairs: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     if type(pairs) is tuple and all(type(pair) is tuple for pair in pairs):
         return pairs
@@ -133,7 +141,7 @@ class Properties:
     content_type: str | None = None
     response_topic: str | None = None
     correlation_data: bytes | None = None
-    subscription_identifiers: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    subscription_identifiers: tuple[int, ...] = attrs.field(default=(), converter=_ints)
     session_expiry_interval: int | None = None
     assigned_client_identifier: str | None = None
     server_keep_alive: int | None = None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.codec_kit import NEED_DATA, LocalProtocolError, RemoteProtocolError
 from herald.plugins.mqtt.codec.decode import decode_body
-from herald.plugins.mqtt.codec.packets import NEED_DATA, Packet
+from herald.plugins.mqtt.codec.packets import Packet
 from herald.plugins.mqtt.codec.reasons import ReasonCode
 from herald.plugins.mqtt.codec.wire import malformed
 

@@ -19,7 +19,7 @@ class ProtocolVersion(enum.IntEnum):
     MQTT_5 = 5
 
 
-PROTOCOL_NAMES: Final = {
+PROTOCOL_NAMES: Final[dict[int, str]] = {
     ProtocolVersion.MQTT_3_1: "MQIsdp",
     ProtocolVersion.MQTT_3_1_1: "MQTT",
     ProtocolVersion.MQTT_5: "MQTT",
@@ -46,7 +46,7 @@ class PacketType(enum.IntEnum):
     AUTH = 15  # MQTT 5 only; "reserved" before
 
 
-FIXED_FLAGS: Final = {
+FIXED_FLAGS: Final[dict[int, int]] = {
     t: 0b0010 if t in (PacketType.PUBREL, PacketType.SUBSCRIBE, PacketType.UNSUBSCRIBE) else 0
     for t in PacketType
     if t is not PacketType.PUBLISH
@@ -180,7 +180,7 @@ VALID_REASON_CODES: Final[dict[PacketType, frozenset[int]]] = {
 VALID_REASON_CODES[PacketType.PUBREC] = VALID_REASON_CODES[PacketType.PUBACK]
 VALID_REASON_CODES[PacketType.PUBCOMP] = VALID_REASON_CODES[PacketType.PUBREL]
 
-CONNACK_V3_RETURN_CODE: Final = {
+CONNACK_V3_RETURN_CODE: Final[dict[int, int]] = {
     RC.SUCCESS: 0x00,
     RC.UNSUPPORTED_PROTOCOL_VERSION: 0x01,  # unacceptable protocol version
     RC.CLIENT_IDENTIFIER_NOT_VALID: 0x02,  # identifier rejected

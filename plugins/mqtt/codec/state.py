@@ -1,10 +1,12 @@
-"""The server connection's state machine: one table, keyed by (state, direction, trigger).
+"""The server connection's state machine: one codec kit `TransitionTable`, keyed by (state,
+direction, trigger).
 
 A trigger is a packet class, or one of two markers: `RefusedConnAck` (a CONNACK whose reason
 code refuses the client, which ends the connection where an accepting one opens it) and
-`PeerError` (the peer broke the protocol). A pair missing from the table is not allowed: for an
-inbound packet that is a Protocol Error (0x82), for an outbound one a LocalProtocolError.
-Nothing outside this table changes `MQTTConnection.state` (h11's rule 1).
+`PeerError` (the peer broke the protocol). A pair missing from the table is not allowed (`TABLE`'s
+refusal): for an inbound packet that is a Protocol Error (0x82), for an outbound one a
+LocalProtocolError without a code. Nothing outside this table changes `MQTTConnection.state`
+(h11's rule 1).
 
 The client may send packets right after CONNECT, before its CONNACK (MQTT 5.0 section 3.1.4),
 so CONNECTING reads them; the server may send nothing but AUTH before its CONNACK.
@@ -15,12 +17,12 @@ from __future__ import annotations
 import enum
 from typing import Final
 
+from herald.core.codec_kit import Direction, LocalProtocolError, TransitionTable
 from herald.plugins.mqtt.codec.packets import (
     Auth,
     ConnAck,
     Connect,
     Disconnect,
-    Packet,
     PingReq,
     PingResp,
     PubAck,
@@ -33,6 +35,7 @@ from herald.plugins.mqtt.codec.packets import (
     UnsubAck,
     Unsubscribe,
 )
+from herald.plugins.mqtt.codec.wire import protocol_error
 
 
 class ConnectionState(enum.Enum):
@@ -42,11 +45,6 @@ class ConnectionState(enum.Enum):
     CONNECT_FAILED = "the client broke the protocol before its CONNACK; a refusal may be sent"
     FAILED = "the client broke the protocol after its CONNACK; MQTT 5 may send DISCONNECT"
     CLOSED = "DISCONNECT or a refusing CONNACK was exchanged; nothing more may pass"
-
-
-class Direction(enum.Enum):
-    RECEIVE = "from the client"
-    SEND = "to the client"
 
 
 class RefusedConnAck:
@@ -64,7 +62,7 @@ _CLIENT_PACKETS: Final = (Publish, PubAck, PubRec, PubRel, PubComp, Subscribe, U
 _CLIENT_PACKETS_ALL: Final = (*_CLIENT_PACKETS, PingReq, Auth)
 _SERVER_PACKETS: Final = (Publish, PubAck, PubRec, PubRel, PubComp, SubAck, UnsubAck, PingResp)
 
-TRANSITIONS: Final[dict[tuple[ConnectionState, Direction, type], ConnectionState]] = {
+TRANSITIONS: Final[dict[tuple[ConnectionState, Direction, object], ConnectionState]] = {
     (S.AWAIT_CONNECT, RECEIVE, Connect): S.CONNECTING,
     **{(S.CONNECTING, RECEIVE, cls): S.CONNECTING for cls in _CLIENT_PACKETS_ALL},
     **{(S.CONNECTED, RECEIVE, cls): S.CONNECTED for cls in _CLIENT_PACKETS_ALL},
@@ -87,29 +85,17 @@ MQTT5_ONLY_SENDS: Final = frozenset({Disconnect, Auth})
 """Packets a server may send only in MQTT 5 (3.1.1 has no server DISCONNECT and no AUTH)."""
 
 
-def _by_state(direction: Direction) -> dict[ConnectionState, dict[type, ConnectionState]]:
-    table: dict[ConnectionState, dict[type, ConnectionState]] = {state: {} for state in S}
-    for (state, way, key), new_state in TRANSITIONS.items():
-        if way is direction:
-            table[state][key] = new_state
-    return table
+def _refusal(state: ConnectionState, direction: Direction, trigger: object) -> LocalProtocolError:
+    """MQTT's words for a move the table lacks; an inbound packet is a Protocol Error (0x82),
+    which `next_event` re-raises as the peer's."""
+    if direction is RECEIVE:
+        kind = getattr(trigger, "TYPE", None)  # a packet class's wire name: PUBLISH, ...
+        name = kind.name if kind is not None else getattr(trigger, "__name__", trigger)
+        return protocol_error(f"{name} is not allowed: {state.value}")
+    name = "ConnAck" if trigger is RefusedConnAck else getattr(trigger, "__name__", trigger)
+    return LocalProtocolError(f"cannot send {name}: {state.value}")
 
 
-RECEIVE_BY_STATE: Final = _by_state(RECEIVE)
-"""TRANSITIONS for inbound packets, one dict per state: the connection keeps its state's dict,
-so the hot path looks up a class, not a tuple of enums (whose hashing runs Python code)."""
-SEND_BY_STATE: Final = _by_state(SEND)
-"""The same for outbound packets."""
-
-
-def trigger(packet: Packet) -> type:
-    """The table key for `packet`: its class, or RefusedConnAck for a refusing CONNACK."""
-    cls = type(packet)
-    if cls is ConnAck and packet.reason_code:  # type: ignore[attr-defined]
-        return RefusedConnAck
-    return cls
-
-
-def next_state(state: ConnectionState, direction: Direction, key: type) -> ConnectionState | None:
-    """The state after `key` passes in `direction`, or None if the protocol forbids it."""
-    return TRANSITIONS.get((state, direction, key))
+TABLE: Final = TransitionTable(ConnectionState, TRANSITIONS, _refusal)
+"""The connection keeps its state's `TABLE.moves(state, direction)` dicts, so the hot path looks
+up a class, not a tuple of enums (whose hashing runs Python code)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 from herald.plugins.mqtt.codec.reasons import ReasonCode
 
 MAX_VARINT: Final = 268_435_455  # four 7-bit groups
