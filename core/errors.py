@@ -8,6 +8,8 @@ of the three) and says whether it is fatal to the whole connection or only to th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class HeraldError(Exception):
     """Base of every error herald raises on purpose."""
@@ -74,6 +76,69 @@ class ResourceError(KernelError):
 
     reply_code = 506
     connection_level = True
+
+
+class NotMaster(ResourceError):
+    """320: this node is not, or no longer, its group's master (a slave, or a master fenced or
+    demoted), so it refuses writes and cannot confirm the ones it took: clients must go to the
+    master. AMQP closes the connection 320 CONNECTION_FORCED, as RabbitMQ closes the
+    connections of a node that stops serving; MQTT 5 says DISCONNECT 0x9C Use another server;
+    STOMP says ERROR "Not master".
+
+    `reply_text` names this node and why ("n1 is no longer master of g1 (epoch 9)"), not an
+    address: each protocol adds the master's address for its own clients (`text_for`).
+    `master` is the group master's client address, "host:port", when known; `addrs`, when
+    known, its address for each protocol, as in its node key (`amqp`, `mqtt`, `stomp`,
+    `amqps`, ...), and wins over `master`.
+    """
+
+    reply_code = 320
+
+    def __init__(
+        self,
+        reply_text: str = "this node is not its group's master",
+        master: str | None = None,
+        *,
+        addrs: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(reply_text)
+        self.master = master
+        self.addrs: Mapping[str, str] = dict(addrs) if addrs else {}
+
+    def master_for(self, protocol: str, tls: bool = False) -> str | None:
+        """The master's address for a client of `protocol` ("amqp", "mqtt", "stomp"), over TLS
+        or not; None when unknown (or the master does not serve that protocol)."""
+        addrs = self.addrs
+        if not addrs:
+            return self.master
+        return (addrs.get(protocol + "s") if tls else None) or addrs.get(protocol)
+
+    def text_for(self, protocol: str, tls: bool = False) -> str:
+        """`reply_text`, and where to go when the master's address is known."""
+        address = self.master_for(protocol, tls)
+        return self.reply_text if address is None else f"{self.reply_text}; use {address}"
+
+
+REPLICATION_TIMEOUT_TEXT = (
+    "replication timeout: the sync replicas did not confirm the write in time;"
+    " the message is stored on the master and may still be delivered"
+)
+
+
+class ReplicationTimeout(ResourceError):
+    """506: a durable write was not confirmed by the sync replicas within `sync_timeout`. The
+    message is stored on the master and may still be delivered (RocketMQ's
+    FLUSH_SLAVE_TIMEOUT): a nack, not a loss, and a resend may duplicate it. Only its waiters
+    fail, not the connection: AMQP nacks the confirms (a tx.commit closes its channel 506);
+    MQTT and STOMP, which cannot refuse an ack, end the connection (DISCONNECT 0x83, ERROR
+    "Replication timeout"). A raiser's own text should keep saying the message is stored.
+    """
+
+    reply_code = 506
+    connection_level = False
+
+    def __init__(self, reply_text: str = REPLICATION_TIMEOUT_TEXT) -> None:
+        super().__init__(reply_text)
 
 
 class InternalError(KernelError):

@@ -17,7 +17,9 @@ codec's connection.close (`error_reply`) is written and the session ends at once
 when the client ends its stream inside a frame (501). Ended between frames, the client is just
 gone (`connection_lost`). Whatever follows the last frame (close-ok sent or received, or that
 connection.close) is never parsed: `lingers` tells the adapter to drop it while the client
-reads the goodbye, rather than reset the connection.
+reads the goodbye, rather than reset the connection. A `NotMaster` (a cluster node that is not
+its group's master refused a write, or was demoted while confirms waited) nacks every confirm
+still owed and closes the connection 320 CONNECTION_FORCED, naming the master when known.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import trio
 from herald.core.errors import (
     KernelError,
     LocalProtocolError,
+    NotMaster,
     PreconditionFailed,
     RemoteProtocolError,
 )
@@ -243,6 +246,17 @@ class Session(SessionIO):
         """The broker's closer (shutdown, vhost deleted, management): 320 CONNECTION_FORCED."""
         self.close(ReplyCode.CONNECTION_FORCED, reason)
 
+    def not_master(self, exc: NotMaster, method: type[Method] | None = None) -> None:
+        """This node is not (or no longer) its group's master: nack every confirm still owed
+        (the messages may or may not survive: a nack is not a loss), then close with 320
+        CONNECTION_FORCED naming the master, for the client to reconnect there."""
+        if self._closing or self.done:
+            return
+        self.confirms.fail_all()
+        text = exc.text_for("amqp", self.connection.tls is not None)
+        log.info("amqp connection from %s closed: %s", self.connection.peer, text)
+        self.close(exc.reply_code, text, method)
+
     def teardown(self) -> None:
         """The connection ended: give every channel's consumers and messages back."""
         channels, self.channels = self.channels, {}
@@ -433,7 +447,9 @@ class Session(SessionIO):
 
     def _failed(self, channel: Channel | None, exc: Exception, kind: type[Method]) -> None:
         """Answer a failed method: channel.close for a channel error, else connection.close."""
-        if isinstance(exc, KernelError):
+        if isinstance(exc, NotMaster):  # a publish, a declare, a tx.commit this node refused
+            self.not_master(exc, kind)
+        elif isinstance(exc, KernelError):
             if exc.connection_level or channel is None:
                 self.close(exc.reply_code, exc.reply_text, kind)
             elif channel.open:

@@ -9,6 +9,13 @@ Acks wait for the store together: the session hands every packet of one read to 
 `pubrel`, then `flush` waits once for the highest ticket (group commit) and sends the acks in
 the order the packets came, as MQTT requires (section 4.6).
 
+When the store fails the wait (a cluster's ReplicationTimeout: the message is stored on the
+master and may still be delivered), the acks are not sent and the connection ends: MQTT 5
+DISCONNECT 0x83 with the reason, 3.1.1 a close; the client resends on reconnect (a duplicate,
+not a loss). A NotMaster, from that wait or from routing a PUBLISH (a node that is not its
+group's master refuses writes), ends it with DISCONNECT 0x9C Use another server and the
+master's address as Server Reference (`Session.not_master`).
+
 Refusals: MQTT 5 gets a reason code on the ack (0x87 not authorized, 0x10 no matching
 subscribers, 0x97 quota exceeded for a queue that rejects publishes); 3.1.1 cannot be told, so
 an unauthorized publish closes its connection (the spec's only alternative to acking).
@@ -23,7 +30,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from herald.core.auth import PermissionKind
-from herald.core.errors import AccessRefused, KernelError
+from herald.core.errors import AccessRefused, KernelError, NotMaster, ReplicationTimeout
 from herald.core.vhost import RouteStatus
 from herald.plugins.mqtt.codec import (
     NO_PROPERTIES,
@@ -103,6 +110,10 @@ class Inbound:
             result, ticket = context.publish(
                 state.client_id, topic, packet.payload, qos, retain, packet.properties
             )
+        except NotMaster as exc:  # a cluster node that is not master refuses every write
+            log.warning("MQTT publish to %r refused: %s", packet.topic, exc.reply_text)
+            session.not_master(exc)
+            return
         except KernelError as exc:
             log.warning("MQTT publish to %r failed: %s", packet.topic, exc.reply_text)
             self._refuse(packet, ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, exc.reply_text)
@@ -142,8 +153,15 @@ class Inbound:
         if ticket and ticket > self.store.durable_ticket:
             try:
                 await self.store.wait_durable(ticket)
+            except NotMaster as exc:
+                log.warning("MQTT publishes not acknowledged: %s", exc.reply_text)
+                self.session.not_master(exc)
+                return
             except KernelError as exc:
-                log.error("store failed to make MQTT publishes durable: %s", exc.reply_text)
+                if isinstance(exc, ReplicationTimeout):
+                    log.warning("MQTT publishes not acknowledged: %s", exc.reply_text)
+                else:
+                    log.error("store failed to make MQTT publishes durable: %s", exc.reply_text)
                 self.owed.clear()
                 self.session.fail(ReasonCode.IMPLEMENTATION_SPECIFIC_ERROR, exc.reply_text)
                 return

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 import attrs
 import trio
 
-from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.errors import LocalProtocolError, NotMaster, RemoteProtocolError
 from herald.core.session_io import SessionIO
 from herald.core.session_open import Permissions
 from herald.plugins.mqtt import channels, connect
@@ -277,15 +277,31 @@ class Session(SessionIO):
         self.finish(text)
         return False
 
-    def fail(self, code: int, text: str) -> None:
-        """End the connection for a reason of ours; MQTT 5 clients get DISCONNECT first."""
+    def fail(self, code: int, text: str, server_reference: str | None = None) -> None:
+        """End the connection for a reason of ours; MQTT 5 clients get DISCONNECT first (with
+        `server_reference`, the Server Reference property: where to connect instead)."""
         if self.done:
             return
         log.info("MQTT connection from %s closed: %s", self.connection.peer, text)
         if self.version == 5 and self.can_send:
-            props = Properties(reason_string=text[:200]) if text else NO_PROPERTIES
+            if text or server_reference:
+                props = Properties(
+                    reason_string=text[:200] if text else None, server_reference=server_reference
+                )
+            else:
+                props = NO_PROPERTIES
             self.send(Disconnect(code, props))
         self.finish(text)
+
+    def not_master(self, exc: NotMaster) -> None:
+        """This node is not (or no longer) its group's master: MQTT 5 gets DISCONNECT 0x9C Use
+        another server, with the master's address as Server Reference when known (0x9D Server
+        moved is for a permanent move); 3.1.1 is closed. Acks still owed are not sent: their
+        messages may or may not survive, and a QoS 1/2 message is resent on reconnect."""
+        self.inbound.owed.clear()
+        tls = self.connection.tls is not None
+        text = exc.text_for("mqtt", tls)
+        self.fail(ReasonCode.USE_ANOTHER_SERVER, text, exc.master_for("mqtt", tls))
 
     # -- dispatch ----------------------------------------------------------------------------
     def _handle(self, packet: Packet) -> None:

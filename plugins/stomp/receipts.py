@@ -10,6 +10,12 @@ for a later ticket, so a connection that owes no such receipt has no task for th
 two. A SUBSCRIBE's receipt releases its held subscription once it is out (`then`,
 subscriptions.py), so it precedes the subscription's first MESSAGE; DISCONNECT's receipt
 (`final`) ends the connection once it, and every receipt before it, is out.
+
+When the store fails the wait, the receipts already due are sent, then an ERROR with the
+`receipt-id` of the first frame still waiting, and the connection closes: "Replication
+timeout" (a cluster's sync replicas did not confirm in time; the message is stored and may
+still be delivered, so a resend may duplicate it), "Not master" (the node was demoted; the
+body names the master when known), otherwise "Message not stored".
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from herald.core.errors import KernelError
+from herald.core.errors import KernelError, NotMaster, ReplicationTimeout
 from herald.plugins.stomp.codec import Frame
+from herald.plugins.stomp.errors import kernel_error_detail, kernel_error_message
 
 if TYPE_CHECKING:
     from herald.plugins.stomp.session import Session
@@ -102,14 +109,7 @@ class Receipts:
                     try:
                         await session.store.wait_durable(ticket)
                     except KernelError as exc:
-                        log.error("store failed to make STOMP messages durable: %s", exc)
-                        receipt = self._pending[0][1] if self._pending else None
-                        self._pending.clear()
-                        session.fail(
-                            "Message not stored",
-                            f"the broker could not store the message: {exc}",
-                            receipt_id=receipt,
-                        )
+                        self._failed(exc)
                         return
                     self.flush()
                     session.wake()
@@ -117,3 +117,19 @@ class Receipts:
                         return  # no await since the check: a later receipt starts a new wait
         finally:
             self._waiting = None
+
+    def _failed(self, exc: KernelError) -> None:
+        """The store failed the wait: send the receipts already due, then an ERROR naming the
+        first frame still waiting, and close."""
+        session = self._session
+        if isinstance(exc, NotMaster | ReplicationTimeout):
+            log.warning("STOMP receipts not sent: %s", exc.reply_text)
+            message = kernel_error_message(exc)
+            detail = kernel_error_detail(exc, session.connection.tls is not None)
+        else:
+            log.error("store failed to make STOMP messages durable: %s", exc)
+            message, detail = "Message not stored", f"the broker could not store the message: {exc}"
+        self.flush()
+        receipt = self._pending[0][1] if self._pending else None
+        self._pending.clear()
+        session.fail(message, detail, receipt_id=receipt)
