@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Callable
+from types import UnionType
 
 import pytest
 
+from herald.core.codec_kit import NEED_DATA, CodecConnection, ConnectionClosed
 from herald.core.errors import RemoteProtocolError
-from herald.plugins.amqp.codec import NEED_DATA as AMQP_NEED_DATA
 from herald.plugins.amqp.codec import ConnectionState, Event
-from herald.plugins.mqtt.codec import NEED_DATA as MQTT_NEED_DATA
 from herald.plugins.mqtt.codec import (
     Packet,
     Properties,
@@ -27,8 +27,7 @@ from herald.plugins.mqtt.codec import (
     Unsubscribe,
     encode_packet,
 )
-from herald.plugins.stomp.codec import NEED_DATA as STOMP_NEED_DATA
-from herald.plugins.stomp.codec import Frame, Heartbeat, StompConnection
+from herald.plugins.stomp.codec import Frame, Heartbeat
 from tests.amqp.helpers import PROTOCOL_HEADER, server_in
 from tests.amqp.test_golden import CLIENT_CASES
 from tests.codec_fuzz import run_fuzz
@@ -49,12 +48,25 @@ AMQP_OPEN = [case.wire for case in CLIENT_CASES if case.state is ConnectionState
 AMQP_CORPUS = [*AMQP_OPEN, b"".join(AMQP_OPEN[:6]), PROTOCOL_HEADER]
 
 
-def amqp_check(pieces: list[bytes]) -> None:
-    conn = server_in(ConnectionState.OPEN)
+def feed_then_end(conn: CodecConnection, pieces: list[bytes], events: type | UnionType) -> None:
+    """Feed each piece (skipping empty ones: b"" ends the stream), taking the events as they
+    come, then end the stream. Garbage must yield only `events`, then ConnectionClosed at the
+    end, or raise RemoteProtocolError (which the fuzzer counts as a clean refusal)."""
     for piece in pieces:
-        conn.receive_data(piece)
-        while (event := conn.next_event()) is not AMQP_NEED_DATA:
-            assert isinstance(event, Event), event
+        if piece:
+            conn.receive_data(piece)
+            while (event := conn.next_event()) is not NEED_DATA:
+                assert isinstance(event, events) and not isinstance(event, ConnectionClosed), event
+    conn.receive_data(b"")
+    while (event := conn.next_event()) is not NEED_DATA:
+        if isinstance(event, ConnectionClosed):
+            return
+        assert isinstance(event, events), event
+    raise AssertionError("the end of the stream gave neither ConnectionClosed nor an error")
+
+
+def amqp_check(pieces: list[bytes]) -> None:
+    feed_then_end(server_in(ConnectionState.OPEN), pieces, Event)
 
 
 def amqp_error(exc: BaseException) -> bool:
@@ -84,11 +96,7 @@ MQTT_CORPUS = {version: mqtt_corpus(version) for version in (4, 5)}
 
 def mqtt_check(version: int) -> Callable[[list[bytes]], None]:
     def check(pieces: list[bytes]) -> None:
-        conn = connected(version)
-        for piece in pieces:
-            conn.receive_data(piece)
-            while (event := conn.next_event()) is not MQTT_NEED_DATA:
-                assert isinstance(event, Packet), event
+        feed_then_end(connected(version), pieces, Packet)
 
     return check
 
@@ -111,11 +119,7 @@ STOMP_CORPUS = [
 
 
 def stomp_check(pieces: list[bytes]) -> None:
-    conn: StompConnection = opened()
-    for piece in pieces:
-        conn.receive_data(piece)
-        while (event := conn.next_event()) is not STOMP_NEED_DATA:
-            assert isinstance(event, Frame | Heartbeat), event
+    feed_then_end(opened(), pieces, Frame | Heartbeat)
 
 
 def stomp_error(exc: BaseException) -> bool:

@@ -69,7 +69,7 @@ from herald.plugins.stomp.codec import (
     StompConnection,
     error_frame,
 )
-from herald.plugins.stomp.errors import FrameError, kernel_error_message
+from herald.plugins.stomp.errors import FrameError, kernel_error_detail, kernel_error_message
 from herald.plugins.stomp.handshake import (
     VERSION_MISMATCH,
     choose_vhost,
@@ -145,7 +145,7 @@ class Session(SessionIO):
         self.codec = StompConnection(config.limits if limits is None else limits)
         self.session_id = "session-" + secrets.token_urlsafe(12)
         self.user: User | None = None  # set when CONNECTED is sent
-        self.vhost: VirtualHost = None  # type: ignore[assignment]  # set by CONNECT
+        self.vhost: VirtualHost = None  # type: ignore[assignment]  # CONNECT sets it; read after
         self.subscriptions = Subscriptions(self)
         connection.channels = self.subscriptions.describe  # the management API's /api/channels
         self.publisher = Publisher(self)
@@ -171,7 +171,8 @@ class Session(SessionIO):
 
     # -- for the adapter ---------------------------------------------------------------------
     async def receive(self, data: bytes) -> None:
-        """Handle bytes from the client: every whole frame they complete."""
+        """Handle bytes from the client: every whole frame they complete; b"" at the end of
+        its stream (a frame left half sent is answered with an ERROR)."""
         self.last_received = trio.current_time()
         codec = self.codec
         codec.receive_data(data)
@@ -180,24 +181,27 @@ class Session(SessionIO):
                 event = codec.next_event()
             except RemoteProtocolError as exc:
                 text = exc.text
-                if isinstance(exc.__cause__, LimitExceeded):  # say which setting raises it
-                    text = f"{text} ({self.config.limit_key(exc.__cause__.limit)})"
-                self.fail(text, text)
+                cause = exc.__cause__
+                if isinstance(cause, LimitExceeded):  # say which setting raises it
+                    text = f"{text} ({self.config.limit_key(cause.limit)})"
+                self._send_error(codec.error_reply(text), text, text)
                 break
-            if event is NEED_DATA:
+            if type(event) is not Frame:
+                if type(event) is Heartbeat:
+                    continue
+                if event is not NEED_DATA:  # ConnectionClosed: gone without DISCONNECT
+                    self.connection_lost("client closed the connection")
                 break
-            if type(event) is Heartbeat:
-                continue
-            command = event.command  # type: ignore[union-attr]
+            command = event.command
             if command == "SEND" and self.broker.alarms.blocked:
                 self.published = True  # a blocked publisher: the adapter stops reading too
                 await self.broker.alarms.wait_publish_allowed()
                 if self.done or self._closing:
                     break
             if command == "CONNECT" or command == "STOMP":
-                await self._connect(event)  # type: ignore[arg-type]
+                await self._connect(event)
             else:
-                self._on_frame(event)  # type: ignore[arg-type]
+                self._on_frame(event)
         receipts = self._receipts
         if receipts:
             receipts.flush()
@@ -314,16 +318,21 @@ class Session(SessionIO):
         self, message: str, detail: str, frame: Frame | None = None, receipt_id: str | None = None
     ) -> None:
         """Send an ERROR frame and close the connection."""
-        if self.done or self.codec.state is State.CLOSED:
-            return
         if receipt_id is None and frame is not None:
             receipt_id = frame.get("receipt")
-        log.info("stomp error to %s: %s: %s", self.connection.peer, message, detail)
         error = error_frame(message, detail.encode(), receipt_id)
         if message == VERSION_MISMATCH:
             error = Frame("ERROR", (*error.headers, ("version", ",".join(VERSIONS))), error.body)
-        with contextlib.suppress(LocalProtocolError):  # the codec failed: nothing can be sent
-            self.codec.send(error)
+        self._send_error(error, message, detail)
+
+    def _send_error(self, error: Frame | None, message: str, detail: str) -> None:
+        """Send `error` (None: nothing can be sent) and close; nothing more is read."""
+        if self.done or self.codec.state is State.CLOSED:
+            return
+        log.info("stomp error to %s: %s: %s", self.connection.peer, message, detail)
+        if error is not None:
+            with contextlib.suppress(LocalProtocolError):  # a header this version cannot carry
+                self.codec.send(error)
         self._closing = True
         self.finish(f"{message}: {detail}")
 
@@ -367,7 +376,8 @@ class Session(SessionIO):
             self.fail(exc.message, exc.detail, frame)
             return
         except KernelError as exc:
-            self.fail(kernel_error_message(exc), exc.reply_text, frame)
+            tls = self.connection.tls is not None
+            self.fail(kernel_error_message(exc), kernel_error_detail(exc, tls), frame)
             return
         receipt = frame.get("receipt")
         if receipt is not None:

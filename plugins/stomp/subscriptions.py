@@ -307,7 +307,7 @@ class Subscriptions:
                 if sub.held is None:
                     session.send_encoded_message(data, size)
                 else:
-                    _hold(sub, consumer, partial(session.send_encoded_message, data, size))
+                    _hold(sub.held, consumer, partial(session.send_encoded_message, data, size))
                 return
         headers = []
         if sub.header is not None:
@@ -325,7 +325,7 @@ class Subscriptions:
         if sub.held is None:
             self._send_frame(sub, frame, size)
         else:
-            _hold(sub, consumer, partial(self._send_frame, sub, frame, size))
+            _hold(sub.held, consumer, partial(self._send_frame, sub, frame, size))
 
     def _send_frame(self, sub: Subscription, frame: Frame, size: int) -> None:
         session = self.session
@@ -416,10 +416,10 @@ class Subscriptions:
             holder.queue.release(holder)
 
 
-def _hold(sub: Subscription, consumer: Consumer, send: Callable[[], None]) -> None:
-    """Keep a MESSAGE of a held subscription for `release_held`; the queue stops pushing to
-    it, so at most the one delivery it made inside `add_consumer` is kept."""
-    sub.held.append(send)  # type: ignore[union-attr]
+def _hold(held: list[Callable[[], None]], consumer: Consumer, send: Callable[[], None]) -> None:
+    """Keep a MESSAGE of a held subscription (in its `held`) for `release_held`; the queue
+    stops pushing to it, so at most the one delivery it made inside `add_consumer` is kept."""
+    held.append(send)
     consumer.suspend()
 
 

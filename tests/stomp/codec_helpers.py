@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from herald.plugins.stomp.codec import (
     CLIENT_COMMANDS,
-    NEED_DATA,
     SERVER_COMMANDS,
+    ConnectionClosed,
     Event,
     Frame,
     FrameReader,
@@ -35,7 +35,7 @@ def read_all(
     events: list[Event] = []
     for chunk in chunks:
         reader.feed(chunk)
-        while (event := reader.next_event(version)) is not NEED_DATA:
+        while isinstance(event := reader.next_event(version), Event):  # until NEED_DATA
             events.append(event)
     return events, reader
 
@@ -63,8 +63,11 @@ def opened(version: str = "1.2", limits: StompLimits | None = None) -> StompConn
 
 
 def drain(conn: StompConnection) -> list[Event]:
-    """Every event the connection can produce from what it has buffered."""
+    """Every event the connection can produce from what it has buffered, up to NEED_DATA or
+    ConnectionClosed (which `next_event` then returns again on every call)."""
     events: list[Event] = []
-    while (event := conn.next_event()) is not NEED_DATA:
+    while isinstance(event := conn.next_event(), Event):
         events.append(event)
+        if type(event) is ConnectionClosed:
+            break
     return events

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from herald.core.errors import LocalProtocolError, RemoteProtocolError
+from herald.core.codec_kit import Direction, LocalProtocolError, RemoteProtocolError
 from herald.plugins.stomp.codec import (
     HEARTBEAT,
     NEED_DATA,
@@ -13,7 +13,7 @@ from herald.plugins.stomp.codec import (
     StompConnection,
     error_frame,
 )
-from herald.plugins.stomp.codec.state import TRANSITIONS, Role
+from herald.plugins.stomp.codec.state import TRANSITIONS
 from tests.stomp.codec_helpers import drain, opened
 
 CONNECT = b"CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\n\n\x00"
@@ -27,10 +27,11 @@ def test_handshake_and_session() -> None:
         HEARTBEAT,
         Frame("CONNECT", (("accept-version", "1.0,1.1,1.2"), ("host", "/"))),
     ]
-    assert conn.state is State.CONNECTING
+    # Tuples: mypy would narrow `conn.state is ...` and call the next check unreachable.
+    assert (conn.state, conn.version) == (State.CONNECTING, "1.0")
     conn.version = "1.2"
     conn.send(Frame("CONNECTED", (("version", "1.2"), ("heart-beat", "0,0"))))
-    assert conn.state is State.OPEN
+    assert (conn.state, conn.version) == (State.OPEN, "1.2")
     conn.receive_data(b"SUBSCRIBE\nid:0\ndestination:/queue/a\n\n\x00")
     assert drain(conn) == [Frame("SUBSCRIBE", (("id", "0"), ("destination", "/queue/a")))]
     conn.send(Frame("MESSAGE", (("subscription", "0"), ("destination", "/queue/a")), b"x"))
@@ -180,6 +181,6 @@ def test_transition_table_covers_only_real_senders() -> None:
     """Clients only send client commands and servers only server commands, in the table."""
     from herald.plugins.stomp.codec import CLIENT_COMMANDS, SERVER_COMMANDS
 
-    for _state, role, command in TRANSITIONS:
-        assert command in (CLIENT_COMMANDS if role is Role.CLIENT else SERVER_COMMANDS)
+    for _state, direction, command in TRANSITIONS:
+        assert command in (CLIENT_COMMANDS if direction is Direction.RECEIVE else SERVER_COMMANDS)
     assert not any(state is State.CLOSED for state, _, _ in TRANSITIONS)

@@ -274,5 +274,5 @@ def test_limits_are_validated() -> None:
     with pytest.raises(ValueError, match="max_headers"):
         StompLimits(max_headers=0)
     with pytest.raises(TypeError):
-        StompLimits(max_frame_size="big")  # type: ignore[arg-type]
+        StompLimits(max_frame_size="big")  # type: ignore[arg-type]  # the point: refused at run time
     assert StompLimits(max_frame_size=123).max_body_size == 123

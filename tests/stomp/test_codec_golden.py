@@ -201,7 +201,7 @@ def test_repeated_headers_first_wins() -> None:
 
 def test_frame_headers_accept_mappings_and_lists() -> None:
     assert Frame("SEND", {"a": "1", "b": "2"}).headers == (("a", "1"), ("b", "2"))
-    assert Frame("SEND", [["a", "1"]]).headers == (("a", "1"),)
+    assert Frame("SEND", [("a", "1")]).headers == (("a", "1"),)
 
 
 def test_writer_replaces_a_stale_content_length() -> None:

@@ -32,9 +32,10 @@ SESSION_COMMANDS = CLIENT_COMMANDS - {"CONNECT", "STOMP", "DISCONNECT"}
 
 
 def outcome(conn: StompConnection, chunks: list[bytes]) -> tuple[list[object], bool]:
-    """The events the chunks produce, and whether they end in a protocol error."""
+    """The events the chunks produce, and whether they end in a protocol error (the stream
+    does not end: an empty chunk is skipped, as b"" would end it)."""
     events: list[object] = []
-    for chunk in chunks:
+    for chunk in filter(None, chunks):
         conn.receive_data(chunk)
         try:
             while (event := conn.next_event()) is not NEED_DATA:
@@ -74,7 +75,8 @@ def test_frames_follow_the_state_table(commands: list[str]) -> None:
     data = b"".join(f"{command}\n\n\x00".encode() for command in commands)
     events, failed = outcome(StompConnection(), [data])
     accepted, error = allowed_prefix(commands)
-    assert [event.command for event in events] == commands[:accepted]  # type: ignore[attr-defined]
+    read = [event.command if isinstance(event, Frame) else event for event in events]
+    assert read == commands[:accepted]
     assert failed == error
 
 

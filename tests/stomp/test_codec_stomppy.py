@@ -89,7 +89,7 @@ def test_stomppy_reads_what_we_write(version: str, sent: Frame) -> None:
     parsed = parse_frame(wire[:-1])
     assert parsed.cmd == sent.command
     assert parsed.body == sent.body
-    expected = {}
+    expected: dict[str, str] = {}
     for name, value in sent.headers:
         expected.setdefault(name, value)  # first wins, as in stomp.py
     if sent.body:

@@ -197,6 +197,7 @@ def test_pack_skips_escaping_only_when_nothing_needs_it(
 def events(reader: FrameReader, version: str) -> list[Frame]:
     found = []
     while (event := reader.next_event(version)) is not NEED_DATA:
+        assert isinstance(event, Frame)
         found.append(event)
     return found
 
@@ -267,7 +268,7 @@ def test_a_frame_is_still_frozen() -> None:
         Frame("ACK", (("id", "1"),))
     )
     with pytest.raises(AttributeError):
-        frame.body = b"x"  # type: ignore[misc]
+        frame.body = b"x"  # type: ignore[misc]  # the point: a frozen Frame refuses it
 
 
 # -- destinations and declarations ---------------------------------------------------------------

@@ -72,6 +72,7 @@ def quiet_case(name: str, chunks: Sequence[bytes], pause: float = 0.0, eof: bool
 
 
 BIG = LIMITS.max_frame_size + 1
+CUT = "middle of a frame"  # a frame cut by the end of the stream (core/codec_kit.py)
 SEND = "SEND"
 DEST = "destination:/queue/fq"
 
@@ -266,11 +267,17 @@ QUIET = [
     quiet_case("slowloris CONNECT", dribble(CONNECT), pause=HANDSHAKE_TIMEOUT / 4),
     quiet_case("heart-beats only, never CONNECT", [b"\n"] * 40, pause=HANDSHAKE_TIMEOUT / 8),
     quiet_case("truncated CONNECT, then silence", [CONNECT[:-5]]),
-    quiet_case("truncated CONNECT, then EOF", [CONNECT[:-5]], eof=True),
+    Case("truncated CONNECT, then EOF", [CONNECT[:-5]], CUT, codec=True, half_close=True),
     quiet_case("a command prefix, then silence", [b"SUBSCR"]),
     quiet_case("connect and EOF", [], eof=True),
     quiet_case("silent past the heart-beat it promised", [connect("1.2", "heart-beat:1000,0")]),
-    quiet_case("truncated SEND, then EOF", [CONNECT + wire(SEND, DEST)[:-3]], eof=True),
+    Case(
+        "truncated SEND, then EOF",
+        [CONNECT + wire(SEND, DEST)[:-3]],
+        CUT,
+        codec=True,
+        half_close=True,
+    ),
     quiet_case("frames after DISCONNECT", [CONNECT + wire("DISCONNECT", "receipt:b") + b"FLY\n"]),
     quiet_case(
         "1.0 takes backslashes literally",

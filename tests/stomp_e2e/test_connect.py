@@ -41,7 +41,7 @@ async def test_each_version_connects_and_round_trips(tmp_path: Path, version: st
                 await client.call(client.conn.ack, message.headers["ack"], receipt="acked")
             else:
                 assert "ack" not in message.headers
-                args = (message.headers["message-id"],)
+                args: tuple[str, ...] = (message.headers["message-id"],)
                 if version == "1.1":
                     args = (*args, "sub-0")
                 await client.call(client.conn.ack, *args, receipt="acked")
@@ -292,6 +292,7 @@ async def test_websocket_negotiates_the_stomp_subprotocol_and_path(tmp_path: Pat
                     "CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00"
                 )
                 reply = await ws.get_message()
+                assert isinstance(reply, str)  # a text message
                 assert reply.startswith("CONNECTED\n")
             with pytest.raises(trio_websocket.HandshakeError):
                 async with trio_websocket.open_websocket(

@@ -65,6 +65,7 @@ def test_kernel_message_takes_its_routing_facts_from_the_headers() -> None:
     assert message.persistent and message.priority == 7 and message.expiration_ms == 5000
     assert message.message_id == "mine-1"
     assert message.headers == {"message-id": "mine-1", "x-app": "a"}
+    assert message.raw is not None
     assert split(message.raw) == (headers, b"hi")
 
 

@@ -3,12 +3,14 @@
 Each hostile connection (tests/socket_fuzz.py sends it and reads until the broker closes) must
 be closed by the broker, and what it got back must be whole server frames: at most one ERROR,
 last, with a `message` header. Hand-made cases name the ERROR they must get (or that they get
-none: a timeout, a client that went away); for random ones the sans-IO codec, already proven
-byte for byte, is the oracle: bytes it refuses must have earned an ERROR. Meanwhile two stomp.py
-clients (TCP and WebSocket) publish persistent messages with receipts and consume them: they
-must see every receipt and every message, in order; messages stored before the attack must all
-still be there; afterwards no connection and no connection-owned queue is left. No handler may
-crash: serve_tcp logs a handler's exception as an ERROR record, and there must be none.
+none: a timeout, a client that went away between frames); for random ones the sans-IO
+codec, already proven byte for byte, is the oracle: bytes it refuses, stream end included,
+must have earned an ERROR.
+Meanwhile two stomp.py clients (TCP and WebSocket) publish persistent messages with receipts
+and consume them: they must see every receipt and every message, in order; messages stored
+before the attack must all still be there; afterwards no connection and no connection-owned
+queue is left. No handler may crash: serve_tcp logs a handler's exception as an ERROR record,
+and there must be none.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from herald.core.errors import RemoteProtocolError
 from herald.plugins.stomp.codec import (
     NEED_DATA,
     SERVER_COMMANDS,
+    ConnectionClosed,
     Frame,
     FrameReader,
     StompConnection,
@@ -100,12 +103,18 @@ def server_frames(received: bytes) -> tuple[list[Frame], int]:
     return frames, reader.buffered
 
 
-def codec_refuses(data: bytes) -> bool:
-    """Whether the sans-IO codec finds a protocol error in `data`, read as the session would."""
+def codec_refuses(data: bytes, ended: bool = False) -> bool:
+    """Whether the sans-IO codec finds a protocol error in `data`, read as the session would;
+    `ended`: the client then ended its stream, so a frame it cut short is one too."""
     conn = StompConnection(limits=LIMITS)
-    conn.receive_data(data)
+    if data:
+        conn.receive_data(data)
+    if ended:
+        conn.receive_data(b"")
     try:
         while (event := conn.next_event()) is not NEED_DATA:
+            if type(event) is ConnectionClosed:
+                return False
             if not isinstance(event, Frame):
                 continue
             if event.command in ("CONNECT", "STOMP"):
@@ -139,15 +148,17 @@ def check(case: Case, outcome: Outcome) -> None:
     assert len(errors) <= 1 and (not errors or frames[-1] is errors[0]), (case.name, commands)
     if errors:
         assert errors[0].get("message"), (case.name, errors[0])
-    if case.error is None:
+    data = b"".join(case.chunks)
+    expected = case.error
+    if expected is None:
         assert not errors, (case.name, errors)
-    elif case.error == "":  # random: where the codec refuses the bytes, an ERROR is due
-        if codec_refuses(b"".join(case.chunks)):
-            assert errors, (case.name, commands, b"".join(case.chunks)[-300:])
+    elif expected == "":  # random: where the codec refuses the bytes, an ERROR is due
+        if codec_refuses(data, ended=case.half_close):
+            assert errors, (case.name, commands, data[-300:])
     else:
         assert errors, (case.name, commands)
         text = f"{errors[0].get('message')}\n{errors[0].body.decode(errors='replace')}"
-        assert case.error in text, (case.name, text)
+        assert expected in text, (case.name, text)
 
 
 # -- random cases ---------------------------------------------------------------------------
@@ -320,7 +331,7 @@ def test_the_oracle_agrees_with_the_hand_made_cases() -> None:
     """The codec refuses exactly the hand-made inputs whose ERROR it is meant to produce."""
     for case in HAND_MADE:
         if case.codec:
-            assert codec_refuses(b"".join(case.chunks)), case.name
+            assert codec_refuses(b"".join(case.chunks), ended=case.half_close), case.name
     assert not codec_refuses(CONNECT + b"".join(SCRIPT))
 
 

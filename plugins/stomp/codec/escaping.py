@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 
 _UNESCAPES: Final = {
     "1.1": {"\\": "\\", "n": "\n", "c": ":"},

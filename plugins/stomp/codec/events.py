@@ -1,4 +1,4 @@
-"""What the STOMP codec reads and writes: frames, heart-beats and the NEED_DATA sentinel.
+"""What the STOMP codec reads and writes: frames and heart-beats, core/codec_kit.py `Event`s.
 
 A frame keeps its headers as an ordered tuple of pairs, repeats included, because STOMP 1.2
 says the first of repeated entries wins and a relay must not reorder what it forwards; `get`
@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Final, overload
 
 import attrs
+
+from herald.core.codec_kit import Event
 
 VERSIONS: Final = ("1.0", "1.1", "1.2")
 """The protocol versions the codec speaks, oldest first."""
@@ -36,15 +38,6 @@ UNESCAPED_COMMANDS: Final = frozenset({"CONNECT", "STOMP", "CONNECTED"})
 """Frames whose headers are never escaped: they are written before the version is agreed."""
 
 
-class _SentinelType(type):
-    def __repr__(cls) -> str:
-        return cls.__name__
-
-
-class NEED_DATA(metaclass=_SentinelType):
-    """Returned by `next_event` when the buffered bytes hold no complete event yet."""
-
-
 Headers = tuple[tuple[str, str], ...]
 
 
@@ -55,11 +48,6 @@ def _as_pairs(headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> Headers
     if isinstance(headers, Mapping):
         return tuple(headers.items())
     return tuple((name, value) for name, value in headers)
-
-
-@attrs.frozen
-class Event:
-    """Base of everything the STOMP codec reads or writes."""
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 from attrs import validators
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 
 _positive = [validators.instance_of(int), validators.ge(1)]
 

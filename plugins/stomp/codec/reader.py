@@ -23,12 +23,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import NEED_DATA, LocalProtocolError
 from herald.plugins.stomp.codec.escaping import unescape
 from herald.plugins.stomp.codec.events import (
     CLIENT_COMMANDS,
     HEARTBEAT,
-    NEED_DATA,
     SERVER_COMMANDS,
     UNESCAPED_COMMANDS,
     Frame,

@@ -2,8 +2,9 @@
 
 A frame either moves the connection along TRANSITIONS or is refused: frames before CONNECT,
 a second CONNECT, frames after DISCONNECT, or anything the server sends after its ERROR.
-Heart-beats change nothing. The table is keyed by (state, sender, command); whatever is not
-in it is a protocol error, explained by `_refusal`.
+Heart-beats change nothing. The table is keyed by (state, direction, command), RECEIVE being a
+client's frame and SEND the server's (core/codec_kit.py); whatever is not in it is a protocol
+error, worded by `_refusal`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import enum
 from typing import Final
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import Direction, LocalProtocolError, TransitionTable
 
 
 class State(enum.Enum):
@@ -30,15 +31,6 @@ class State(enum.Enum):
     """The server sent ERROR; it closes the connection and reads nothing more."""
 
 
-class Role(enum.Enum):
-    """Who sends a frame."""
-
-    __hash__ = object.__hash__
-
-    CLIENT = "client"
-    SERVER = "server"
-
-
 _SESSION_COMMANDS: Final = (
     "SEND",
     "SUBSCRIBE",
@@ -49,15 +41,15 @@ _SESSION_COMMANDS: Final = (
     "COMMIT",
     "ABORT",
 )
-_C, _S = Role.CLIENT, Role.SERVER
+_R, _S = Direction.RECEIVE, Direction.SEND  # a client's frame, the server's
 _LIVE: Final = (State.AWAIT_CONNECT, State.CONNECTING, State.OPEN, State.DISCONNECTING)
 
-TRANSITIONS: Final[dict[tuple[State, Role, str], State]] = {
-    (State.AWAIT_CONNECT, _C, "CONNECT"): State.CONNECTING,
-    (State.AWAIT_CONNECT, _C, "STOMP"): State.CONNECTING,
+TRANSITIONS: Final[dict[tuple[State, Direction, object], State]] = {
+    (State.AWAIT_CONNECT, _R, "CONNECT"): State.CONNECTING,
+    (State.AWAIT_CONNECT, _R, "STOMP"): State.CONNECTING,
     (State.CONNECTING, _S, "CONNECTED"): State.OPEN,
-    **{(State.OPEN, _C, command): State.OPEN for command in _SESSION_COMMANDS},
-    (State.OPEN, _C, "DISCONNECT"): State.DISCONNECTING,
+    **{(State.OPEN, _R, command): State.OPEN for command in _SESSION_COMMANDS},
+    (State.OPEN, _R, "DISCONNECT"): State.DISCONNECTING,
     (State.OPEN, _S, "MESSAGE"): State.OPEN,
     (State.OPEN, _S, "RECEIPT"): State.OPEN,
     (State.DISCONNECTING, _S, "MESSAGE"): State.DISCONNECTING,
@@ -67,36 +59,23 @@ TRANSITIONS: Final[dict[tuple[State, Role, str], State]] = {
 }
 
 
-MOVES: Final[dict[Role, dict[State, dict[str, State]]]] = {
-    role: {
-        state: {c: after for (s, r, c), after in TRANSITIONS.items() if s is state and r is role}
-        for state in State
-    }
-    for role in Role
-}
-"""TRANSITIONS by sender, then state, then command: the per-frame lookup takes no tuple
-building (what is not in it goes to `transition` for its error)."""
-
-
-def transition(state: State, role: Role, command: str) -> State:
-    """The state after `role` sends a `command` frame in `state`; LocalProtocolError if none."""
-    try:
-        return TRANSITIONS[state, role, command]
-    except KeyError:
-        raise LocalProtocolError(_refusal(state, role, command)) from None
-
-
-def _refusal(state: State, role: Role, command: str) -> str:
-    if role is Role.CLIENT:
+def _refusal(state: State, direction: Direction, command: object) -> LocalProtocolError:
+    if direction is Direction.RECEIVE:
         if state is State.AWAIT_CONNECT:
-            return f"expected a CONNECT or STOMP frame first, got {command}"
-        if state is State.CONNECTING:
-            return f"{command} frame received before the CONNECT frame was answered"
-        if state is State.DISCONNECTING:
-            return f"{command} frame received after DISCONNECT"
-        if command in ("CONNECT", "STOMP"):
-            return f"{command} frame received on a connection that is already connected"
-        return f"a client may not send a {command} frame"
-    if state is State.CLOSED:
-        return f"cannot send {command}: the connection was closed by an ERROR frame"
-    return f"a server cannot send {command} in state {state.value}"
+            text = f"expected a CONNECT or STOMP frame first, got {command}"
+        elif state is State.CONNECTING:
+            text = f"{command} frame received before the CONNECT frame was answered"
+        elif state is State.DISCONNECTING:
+            text = f"{command} frame received after DISCONNECT"
+        elif command in ("CONNECT", "STOMP"):
+            text = f"{command} frame received on a connection that is already connected"
+        else:
+            text = f"a client may not send a {command} frame"
+    elif state is State.CLOSED:
+        text = f"cannot send {command}: the connection was closed by an ERROR frame"
+    else:
+        text = f"a server cannot send {command} in state {state.value}"
+    return LocalProtocolError(text)
+
+
+TABLE: Final = TransitionTable(State, TRANSITIONS, _refusal)

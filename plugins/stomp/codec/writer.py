@@ -10,7 +10,7 @@ rather than a corrupt frame.
 
 from __future__ import annotations
 
-from herald.core.errors import LocalProtocolError
+from herald.core.codec_kit import LocalProtocolError
 from herald.plugins.stomp.codec.events import UNESCAPED_COMMANDS, Frame
 
 
