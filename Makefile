@@ -28,11 +28,11 @@ run: install
 system-deps:
 	sh tools/system-deps
 
-## Lint, then the whole default test tier.
+## Lint, format check and type check, then the whole default test tier.
 test: install system-deps
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-#	$(PY) tools/typecheck.py  # uncomment once the whole tree type-checks clean (issue 20)
+	$(PY) tools/typecheck.py
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 ## The long tier: crash loops, fuzzing, soaks.

@@ -53,7 +53,7 @@ class BrokerThread:
         if commitlog:
             self.settings += ["store.backend=commitlog", "commitlog.segment_size=1048576"]
         self.settings += settings  # the test's own settings win
-        self.broker: Broker | None = None
+        self._broker: Broker | None = None
         self.port = 0
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop: trio.Event | None = None
@@ -79,10 +79,16 @@ class BrokerThread:
             extra_plugins=[amqp_plugin, commitlog_plugin] if self.commitlog else [amqp_plugin],
             store=None if self.commitlog else MemoryStore(self.data),
         ) as broker:
-            self.broker = broker
+            self._broker = broker
             self.port = listener_port(broker, "amqp")
             self._started.set()
             await self._stop.wait()
+
+    @property
+    def broker(self) -> Broker:
+        """The running broker (only between `__enter__` and `__exit__`)."""
+        assert self._broker is not None, "the broker thread has not started"
+        return self._broker
 
     def __enter__(self) -> BrokerThread:
         self._thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import TypeVar
 
 from herald.plugins.amqp.codec import PROTOCOL_HEADER, Event, MethodFrame
 from herald.plugins.amqp.codec.methods import (
@@ -18,6 +19,8 @@ from herald.plugins.amqp.codec.methods import (
 )
 from tests.amqp.helpers import ClientReader, method_frame
 from tests.amqp_e2e.conftest import CLIENT_TIMEOUT
+
+M = TypeVar("M", bound=Method)
 
 
 class RawClient:
@@ -52,6 +55,12 @@ class RawClient:
             if not data:
                 raise EOFError(f"socket closed while waiting for {kind.__name__}")
             self.events.extend(self.reader.feed(data))
+
+    def expect(self, kind: type[M]) -> M:
+        """The next method of `kind`, typed as such (`next_method(kind).method`)."""
+        method = self.next_method(kind).method
+        assert isinstance(method, kind)
+        return method
 
     def read_until_closed(self) -> list[Event]:
         """Everything the server sends until it closes the socket."""

@@ -43,7 +43,7 @@ def _ready(broker: BrokerThread) -> RawClient:
 
 
 def _message_count(broker: BrokerThread) -> int:
-    return broker.call(lambda: broker.broker.default_vhost.queues["q"].message_count)  # type: ignore[union-attr]
+    return broker.call(lambda: broker.broker.default_vhost.queues["q"].message_count)
 
 
 def _finish(client: RawClient) -> None:
@@ -71,10 +71,10 @@ def test_close_ok_between_publishes_after_a_server_close_gets_a_clean_end(
 ) -> None:
     client = _ready(broker)
     try:
-        closing = broker.call(lambda: list(broker.broker.connections))  # type: ignore[union-attr]
+        closing = broker.call(lambda: list(broker.broker.connections))
         broker.call(closing[0].close, "closed by the test")
-        close = client.next_method(ConnectionClose).method
-        assert close.reply_code == 320  # type: ignore[attr-defined]
+        close = client.expect(ConnectionClose)
+        assert close.reply_code == 320
         client.send(BURST + method_frame(0, ConnectionCloseOk()) + BURST)
         client.send(BURST)
         _finish(client)
@@ -87,8 +87,8 @@ def test_unparsable_frame_before_more_input_still_delivers_the_501(broker: Broke
     client = _ready(broker)
     try:
         client.send(b"\x01\x00\x01\x00\x00\x00\x04abcd\x00" + BURST)  # frame-end is not 0xCE
-        close = client.next_method(ConnectionClose).method
-        assert close.reply_code == 501  # type: ignore[attr-defined]
+        close = client.expect(ConnectionClose)
+        assert close.reply_code == 501
         client.send(BURST)
         _finish(client)
     finally:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pika
 import pika.exceptions
 import pytest
+from pika.adapters.blocking_connection import BlockingChannel
 
 from herald.plugins.amqp.codec import PROTOCOL_HEADER, Heartbeat, MethodFrame
 from herald.plugins.amqp.codec.fields import encode_table
@@ -16,15 +18,18 @@ from herald.plugins.amqp.codec.methods import (
     ConnectionStartOk,
     ConnectionTune,
 )
+from herald.plugins.amqp.session import Session
 from tests.amqp_e2e.conftest import CLIENT_TIMEOUT, BrokerThread
 from tests.amqp_e2e.raw import RawClient
 
 
-def session_of(broker: BrokerThread, client: str | None = None):  # type: ignore[no-untyped-def]
+def session_of(broker: BrokerThread, client: str | None = None) -> Session:
     """The server-side Session of the one AMQP connection open (for negotiated values)."""
-    connections = broker.call(lambda: list(broker.broker.connections))  # type: ignore[union-attr]
+    connections = broker.call(lambda: list(broker.broker.connections))
     (connection,) = connections
-    return connection.closer.__self__
+    session = getattr(connection.closer, "__self__", None)  # Session.close_from_broker
+    assert isinstance(session, Session)
+    return session
 
 
 def test_login_reports_rabbitmq_capabilities(connection: pika.BlockingConnection) -> None:
@@ -56,8 +61,8 @@ def test_amqplain_login(broker: BrokerThread) -> None:
     client = RawClient(broker.port)
     try:
         client.send(PROTOCOL_HEADER)
-        start = client.next_method(ConnectionStart).method
-        assert b"AMQPLAIN" in start.mechanisms.split()  # type: ignore[attr-defined]
+        start = client.expect(ConnectionStart)
+        assert b"AMQPLAIN" in start.mechanisms.split()
         response = encode_table({"LOGIN": "guest", "PASSWORD": "guest"})[4:]
         client.send_method(0, ConnectionStartOk({}, "AMQPLAIN", response, "en_US"))
         assert isinstance(client.next_method(ConnectionTune).method, ConnectionTune)
@@ -71,7 +76,7 @@ def test_unknown_vhost_is_530(broker: BrokerThread) -> None:
 
 
 def test_vhost_without_permission_is_530(broker: BrokerThread) -> None:
-    broker.call(broker.broker.add_vhost, "other")  # type: ignore[union-attr]
+    broker.call(broker.broker.add_vhost, "other")
     with pytest.raises(pika.exceptions.ProbableAccessDeniedError, match="refused for user"):
         broker.connect(virtual_host="other")
 
@@ -95,7 +100,7 @@ def test_server_sends_heartbeats_and_drops_a_silent_peer(broker: BrokerThread) -
         client.close()
 
 
-def test_malformed_frame_closes_only_that_connection_with_501(channel) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_frame_closes_only_that_connection_with_501(channel: BlockingChannel) -> None:
     broker_port = channel.connection._impl.params.port
     client = RawClient(broker_port)
     try:
@@ -183,7 +188,7 @@ def test_connection_blocked_and_unblocked(tmp_path: Path) -> None:
             seen: list[str] = []
             conn.add_on_connection_blocked_callback(lambda c, m: seen.append(m.method.NAME))
             conn.add_on_connection_unblocked_callback(lambda c, m: seen.append(m.method.NAME))
-            alarms = broker.broker.alarms  # type: ignore[union-attr]
+            alarms = broker.broker.alarms
             broker.call(alarms.set, "memory", True)
             _process_until(conn, lambda: len(seen) == 1)
             broker.call(alarms.set, "memory", False)
@@ -196,13 +201,15 @@ def test_connection_blocked_and_unblocked(tmp_path: Path) -> None:
 def test_broker_shutdown_closes_connections_with_320(tmp_path: Path) -> None:
     with BrokerThread(tmp_path) as broker:
         conn = broker.connect()
-        broker.call(broker.broker.stop)  # type: ignore[union-attr]
+        broker.call(broker.broker.stop)
         with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
             _process_until(conn, lambda: False)
         assert caught.value.reply_code == 320
 
 
-def _process_until(conn: pika.BlockingConnection, done, limit: float = CLIENT_TIMEOUT) -> None:  # type: ignore[no-untyped-def]
+def _process_until(
+    conn: pika.BlockingConnection, done: Callable[[], bool], limit: float = CLIENT_TIMEOUT
+) -> None:
     import time
 
     deadline = time.monotonic() + limit
@@ -220,8 +227,8 @@ def test_server_generates_consumer_tags(broker: BrokerThread) -> None:
         client.handshake()
         client.send_method(1, QueueDeclare(queue="tagged"))
         client.send_method(1, BasicConsume(queue="tagged", consumer_tag=""))
-        consume_ok = client.next_method(BasicConsumeOk).method
-        assert consume_ok.consumer_tag.startswith("amq.ctag-")  # type: ignore[attr-defined]
+        consume_ok = client.expect(BasicConsumeOk)
+        assert consume_ok.consumer_tag.startswith("amq.ctag-")
     finally:
         client.close()
 
@@ -245,7 +252,7 @@ def test_channel_flow_pauses_and_resumes_deliveries(broker: BrokerThread) -> Non
         client.send_method(1, QueueDeclare(queue="flowing"))
         client.next_method(QueueDeclareOk)
         client.send_method(1, ChannelFlow(False))
-        assert client.next_method(ChannelFlowOk).method.active is False  # type: ignore[attr-defined]
+        assert client.expect(ChannelFlowOk).active is False
         client.send_method(1, BasicConsume(queue="flowing", consumer_tag="c"))
         client.next_method(BasicConsumeOk)
         publish = method_frame(1, BasicPublish(routing_key="flowing"))
@@ -267,7 +274,7 @@ def test_pika_over_the_any_protocol_port(tmp_path: Path) -> None:
     serves it too, told by its protocol header."""
     settings = ["broker.any_host=127.0.0.1", "broker.any_port=0"]
     with BrokerThread(tmp_path, settings=settings) as broker:
-        listeners = broker.call(lambda: list(broker.broker.listeners))  # type: ignore[union-attr]
+        listeners = broker.call(lambda: list(broker.broker.listeners))
         any_port = next(lst.port for lst in listeners if lst.protocol == "any")
         conn = broker.connect(port=any_port)
         try:

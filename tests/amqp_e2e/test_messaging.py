@@ -380,7 +380,7 @@ def test_messages_published_through_the_kernel_reach_pika(
     channel.queue_declare("native")
     properties = Properties(content_type="text/plain", headers={"from": "python"}, priority=2)
     message = Message.native(b"hi", routing_key="native", properties=properties)
-    broker.call(broker.broker.default_vhost.publish, message)  # type: ignore[union-attr]
+    broker.call(broker.broker.default_vhost.publish, message)
     _, got, body = channel.basic_get("native", auto_ack=True)
     assert body == b"hi"
     assert (got.content_type, got.headers, got.priority) == ("text/plain", {"from": "python"}, 2)
@@ -395,7 +395,7 @@ def test_a_message_amqp_cannot_carry_is_dropped_not_fatal(
     queue = channel.queue_declare("").method.queue
     channel.queue_bind(queue, "amq.topic", "#")
     received = collect(channel, queue, auto_ack=False)
-    vhost = broker.broker.default_vhost  # type: ignore[union-attr]
+    vhost = broker.broker.default_vhost
     broker.call(vhost.publish, Message.native(b"long", exchange="amq.topic", routing_key="k" * 300))
     channel.basic_publish("amq.topic", "short", b"fine")
     wait_for(channel, lambda: len(received) == 1)

@@ -15,7 +15,7 @@ from tests.amqp_e2e.conftest import BrokerThread
 @pytest.fixture
 def limited(broker: BrokerThread) -> Iterator[pika.BlockingConnection]:
     """A user who may configure and read `own.*` and write `own.*` plus amq.direct."""
-    users = broker.broker.users  # type: ignore[union-attr]
+    users = broker.broker.users
     broker.call(users.add_user, "limited", "secret")
     broker.call(
         users.set_permissions, "limited", "/", r"^own\.", r"^(own\..*|amq\.direct)$", r"^own\."

@@ -8,6 +8,7 @@ import pika
 import pika.exceptions
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
+from pika.spec import Basic, BasicProperties
 
 from herald.storage.memory import MemoryStoreData
 from tests.amqp_e2e.conftest import BrokerThread
@@ -152,7 +153,9 @@ def test_direct_reply_to_rpc(connection: pika.BlockingConnection) -> None:
     server = connection.channel()
     server.queue_declare("rpc")
 
-    def answer(ch: BlockingChannel, method, properties, body) -> None:  # type: ignore[no-untyped-def]
+    def answer(
+        ch: BlockingChannel, method: Basic.Deliver, properties: BasicProperties, body: bytes
+    ) -> None:
         assert properties.reply_to.startswith("amq.rabbitmq.reply-to.")
         ch.basic_publish(
             "",

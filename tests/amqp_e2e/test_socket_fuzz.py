@@ -23,6 +23,9 @@ import attrs
 import pika
 import pytest
 import trio
+from pika.adapters.blocking_connection import BlockingChannel
+from pika.spec import Basic
+from pika.spec import BasicProperties as PikaProperties
 
 from herald.plugins.amqp.codec import (
     PROTOCOL_HEADER,
@@ -353,7 +356,13 @@ class Bystander:
         self.received: list[bytes] = []
         self.channel.basic_consume(self.queue, self._on_message)
 
-    def _on_message(self, channel, method, properties, body) -> None:  # type: ignore[no-untyped-def]
+    def _on_message(
+        self,
+        channel: BlockingChannel,
+        method: Basic.Deliver,
+        properties: PikaProperties,
+        body: bytes,
+    ) -> None:
         self.received.append(body)
         channel.basic_ack(method.delivery_tag)
 

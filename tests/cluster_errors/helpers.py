@@ -9,6 +9,7 @@ store) runs in the background (`Background`) while the test makes the store fail
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
@@ -34,12 +35,7 @@ MASTER_TEXT = "n1 is no longer master of g1 (epoch 9: n2 is)"
 async def broker_on(store: SlowStore, data_dir: Path, protocol: str) -> AsyncIterator[Broker]:
     """A broker on `store` serving `protocol` ("amqp", "mqtt" or "stomp") on a free port of
     127.0.0.1 (no WebSocket listener), the memory monitor quiet."""
-    if protocol == "amqp":
-        from herald.plugins.amqp import plugin
-    elif protocol == "mqtt":
-        from herald.plugins.mqtt import plugin  # type: ignore[no-redef]
-    else:
-        from herald.plugins.stomp import plugin  # type: ignore[no-redef]
+    plugin = importlib.import_module(f"herald.plugins.{protocol}.plugin")
     settings = [f"{protocol}.host=127.0.0.1", f"{protocol}.port=0", "memory.check_interval=3600"]
     if protocol != "amqp":
         settings += [f"{protocol}.ws_host=127.0.0.1", f"{protocol}.ws_port=0"]

@@ -110,7 +110,7 @@ def hand_made(version: int, tag: str) -> list[Case]:
     def hello(**kwargs: object) -> bytes:  # answered with CONNACK 0
         return connect(version, new_id(), **kwargs)
 
-    def after_connect(name: str, data: bytes, code: int, **kwargs: object) -> Case:
+    def after_connect(name: str, data: bytes, code: int, **kwargs: Any) -> Case:
         """Connected, then `data`: MQTT 5 gets DISCONNECT `code`, 3.1.1 a plain close."""
         return Case(
             name,
@@ -118,7 +118,7 @@ def hand_made(version: int, tag: str) -> list[Case]:
             [hello() + data],
             R.SUCCESS,
             code if v5 else None,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
 
     cases = [
@@ -345,11 +345,11 @@ def server_packets(received: bytes, version: int) -> list[Packet]:
     """What the broker sent, decoded; every byte must belong to a whole packet."""
     reader = PacketReader()
     reader.receive_data(received)
-    packets = []
-    while (packet := reader.next_packet(version)) is not NEED_DATA:
+    packets: list[Packet] = []
+    while isinstance(packet := reader.next_packet(version), Packet):
         packets.append(packet)
     assert not reader.buffered, f"{reader.buffered} bytes of a partial packet at the end"
-    return packets  # type: ignore[return-value]
+    return packets
 
 
 @attrs.frozen

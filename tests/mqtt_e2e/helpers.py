@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 import attrs
 import pytest
@@ -29,7 +29,7 @@ from herald.core.broker import Broker
 from herald.core.embedding import embedded
 from herald.core.testing import listener_port
 from herald.plugins.mqtt import plugin as mqtt_plugin
-from herald.plugins.mqtt.codec import NEED_DATA, Packet, PacketReader, PingResp, encode_packet
+from herald.plugins.mqtt.codec import Packet, PacketReader, PingResp, encode_packet
 from herald.storage.memory import MemoryStore, MemoryStoreData
 
 WAIT = 10.0
@@ -41,6 +41,7 @@ BASE_SETTINGS = (
     "mqtt.host=127.0.0.1",
     "mqtt.ws_host=127.0.0.1",
 )
+PahoTransport = Literal["tcp", "websockets", "unix"]
 
 
 class Login(TypedDict):
@@ -99,7 +100,7 @@ class Paho:
         broker: Broker,
         *,
         version: int = 4,
-        transport: str = "tcp",
+        transport: PahoTransport = "tcp",
         client_id: str = "",
         clean: bool = True,
         username: str | None = "guest",
@@ -114,7 +115,7 @@ class Paho:
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=client_id,
             protocol=VERSIONS[version],
-            transport=transport,  # type: ignore[arg-type]
+            transport=transport,
             reconnect_on_failure=False,
             **kwargs,
         )
@@ -268,8 +269,8 @@ class RawClient:
         with trio.fail_after(WAIT):
             while True:
                 packet = self.reader.next_packet(self.version)
-                if packet is not NEED_DATA:
-                    return packet  # type: ignore[return-value]
+                if isinstance(packet, Packet):
+                    return packet
                 if not await self._read():
                     return None
 

@@ -26,7 +26,7 @@ from herald.plugins.mqtt.codec import (
     Unsubscribe,
     encode_packet,
 )
-from tests.mqtt_e2e.helpers import Paho, RawClient, mqtt_broker, port
+from tests.mqtt_e2e.helpers import Paho, PahoTransport, RawClient, mqtt_broker, port
 
 TRANSPORTS = ["tcp", "websockets"]
 
@@ -35,7 +35,7 @@ TRANSPORTS = ["tcp", "websockets"]
 @pytest.mark.parametrize("version", [4, 5])
 @pytest.mark.parametrize("qos", [0, 1, 2])
 async def test_publish_subscribe_each_qos(
-    tmp_path: Path, version: int, transport: str, qos: int
+    tmp_path: Path, version: int, transport: PahoTransport, qos: int
 ) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:

@@ -16,7 +16,7 @@ from herald.plugins.mqtt.codec import (
     Will,
 )
 from herald.storage.memory import MemoryStoreData
-from tests.mqtt_e2e.helpers import LOGIN, Paho, RawClient, mqtt_broker, props5
+from tests.mqtt_e2e.helpers import LOGIN, Paho, PahoTransport, RawClient, mqtt_broker, props5
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -92,7 +92,9 @@ async def test_retain_handling_and_retain_as_published(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("transport", ["tcp", "websockets"])
-async def test_will_is_published_when_the_connection_drops(tmp_path: Path, transport: str) -> None:
+async def test_will_is_published_when_the_connection_drops(
+    tmp_path: Path, transport: PahoTransport
+) -> None:
     with trio.fail_after(20):
         async with mqtt_broker(tmp_path) as broker:
             watcher = Paho(broker, version=5)

@@ -29,7 +29,7 @@ from tests.mqtt_e2e.fuzz_cases import (
     hand_made,
     random_cases,
 )
-from tests.mqtt_e2e.helpers import Paho, mqtt_broker, no_errors_logged, port
+from tests.mqtt_e2e.helpers import Paho, PahoTransport, mqtt_broker, no_errors_logged, port
 from tests.socket_fuzz import (
     Outcome,
     attack,
@@ -66,7 +66,7 @@ async def run_attacks(broker_port: int, cases: Sequence[Case], parallel: int) ->
 class Bystander:
     """A paho client publishing QoS 1 messages to its own subscription."""
 
-    def __init__(self, broker: Broker, version: int, transport: str) -> None:
+    def __init__(self, broker: Broker, version: int, transport: PahoTransport) -> None:
         self.client = Paho(broker, version=version, transport=transport)
         self.topic = f"calm/{version}"
         self.sent: list[bytes] = []
