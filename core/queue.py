@@ -8,7 +8,8 @@ requeued (back at its original place, delivery count + 1).
 Everything here is synchronous and non-blocking: a publish, an ack or a credit change runs the
 dispatch loop in the caller's task, which is what makes the kernel fast on one core.
 Durable state goes through the store: persistent messages in durable queues are appended
-once per message (here when it has one queue, by the virtual host for several) and acked here.
+once per message (here when it has one queue, by the virtual host for several) and acked by
+the queue (core/queue_settlement.py).
 
 A queue is made by its type's factory (hook `herald_queue_types`; this class is the `classic`
 type's) from a `QueueDeclaration`, the broker's shared `QueueServices` and its `QueueOwner`,
@@ -17,6 +18,10 @@ It reaches nothing else: no path from a queue to the broker.
 
 TTL follows RabbitMQ (x-message-ttl and per-message expiration, the lower wins), with one
 improvement: an expired message leaves when its time comes even if it is not at the head.
+
+This module is a queue's intake and dispatch: publishes, length limits, consumers, ready
+entries given out. What happens to an entry once given out (acked, rejected, requeued,
+dead-lettered) is `Queue`'s base class's, `QueueSettlement` in core/queue_settlement.py.
 """
 
 from __future__ import annotations
@@ -34,12 +39,13 @@ from herald.core.consumer import (
     SharedLimit,
     consumer_priority,
 )
-from herald.core.errors import PreconditionFailed, ResourceLocked
+from herald.core.errors import ResourceLocked
 from herald.core.queue_args import Overflow
 from herald.core.queue_clock import QueueClock
 from herald.core.queue_entry import DeadLetterReason, QueueEntry, QueueStatistics
+from herald.core.queue_settlement import QueueSettlement
 from herald.core.queue_swap import QueueSwap
-from herald.core.ready_list import ACQUIRED, GONE, READY, ReadyList
+from herald.core.ready_list import GONE, ReadyList
 from herald.core.store import QueueTarget
 from herald.core.swap import SwappedRange
 
@@ -53,7 +59,7 @@ log = logging.getLogger(__name__)
 _DROP_HEAD = Overflow.DROP_HEAD  # a module global: an Enum class attribute costs 10x more
 
 
-class Queue:
+class Queue(QueueSettlement):
     """One queue of one virtual host: the `classic` queue type (also serves `quorum`).
 
     `vhost` is the queue's owner, `services` the broker's, `declaration` what was declared
@@ -97,6 +103,10 @@ class Queue:
                 f"cannot obtain exclusive access to locked queue '{self.name}'"
                 f" in vhost '{self.vhost.name}'"
             )
+
+    def touch(self) -> None:
+        """The queue was used (redeclared): restart its x-expires period."""
+        self.clock.touch()
 
     # -- publishing ------------------------------------------------------------------------
     @property
@@ -288,16 +298,6 @@ class Queue:
         log.info("queue %r in vhost %r expired (x-expires)", self.name, self.vhost.name)
         self.vhost.delete_queue(self.name, owner=self.owner)
 
-    def release(self, holder: Consumer) -> None:
-        """Requeue everything `holder` has not acked (channel closed, consumer gone)."""
-        holder.detach_limit()
-        if holder.unacked and not self.deleted:
-            for entry in sorted(holder.unacked.values(), key=lambda e: e.offset):
-                self._unacquire(entry)
-                self._requeue(entry)
-            self.enforce_limits()
-            self.dispatch()
-
     def getter(self, sink: DeliverySink) -> Consumer:
         """A consumer object that only holds `get` deliveries (never pushed to)."""
         holder = Consumer(self, "", sink)
@@ -354,103 +354,6 @@ class Queue:
         if on_deliver is not None:
             on_deliver(self.vhost.name, self.name, entry.message)
         consumer.sink.deliver(consumer, entry)
-
-    def _acquire(self, consumer: Consumer, entry: QueueEntry) -> None:
-        entry.state = ACQUIRED
-        entry.consumer = consumer
-        consumer.unacked[entry.offset] = entry
-        consumer.unacked_bytes += entry.size
-        limit = consumer.limit
-        if limit is not None:
-            limit.count += 1
-            limit.bytes += entry.size
-        self.unacked_count += 1
-
-    def _deliver_no_ack(self, entry: QueueEntry) -> None:
-        entry.state = GONE
-        self._settle(entry)
-
-    def _unacquire(self, entry: QueueEntry) -> bool:
-        """Take the entry back from its consumer; True if that dispatched this queue already."""
-        consumer = entry.consumer
-        assert consumer is not None
-        del consumer.unacked[entry.offset]
-        consumer.unacked_bytes -= entry.size
-        entry.consumer = None
-        self.unacked_count -= 1
-        limit = consumer.limit
-        return limit is not None and limit.release(entry.size) and consumer in limit.consumers
-
-    # -- settlement ------------------------------------------------------------------------
-    def ack(self, entry: QueueEntry) -> None:
-        """The consumer processed the entry: it leaves the queue."""
-        if entry.state != ACQUIRED:
-            if self.deleted:
-                return  # RabbitMQ: settling a delivery of a deleted queue is not an error
-            raise PreconditionFailed(f"unknown delivery of queue '{self.name}'")
-        dispatched = self._unacquire(entry)
-        entry.state = GONE
-        if entry.stored:
-            self._settle(entry)
-        self._acked += 1
-        on_ack = self._interceptors.on_ack
-        if on_ack is not None:
-            on_ack(self.vhost.name, self.name, entry.message)
-            dispatched = False  # it may have changed what can be pushed
-        if self.ready.count and not dispatched:
-            self.dispatch()
-
-    def reject(self, entry: QueueEntry, *, requeue: bool) -> None:
-        """nack/reject: back to the queue (redelivered), or dead-lettered / dropped."""
-        if entry.state != ACQUIRED:
-            if self.deleted:
-                return  # RabbitMQ: settling a delivery of a deleted queue is not an error
-            raise PreconditionFailed(f"unknown delivery of queue '{self.name}'")
-        self._unacquire(entry)
-        if self.deleted:
-            entry.state = GONE  # went with its queue (a basic.get holder's): nothing to dead-letter
-            return
-        if requeue:
-            self._requeue(entry)
-            self.enforce_limits()
-            self.dispatch()
-        else:
-            self._remove(entry, DeadLetterReason.REJECTED)
-            self.dispatch()
-
-    def _requeue(self, entry: QueueEntry) -> None:
-        entry.state = READY
-        entry.delivery_count += 1
-        if entry.stored:
-            self._store.note_delivery(entry.stored, entry.offset, entry.delivery_count)
-        self.ready.requeue(entry)
-        if entry.expires_at is not None:
-            self.clock.track(entry)
-
-    def _remove(self, entry: QueueEntry, reason: DeadLetterReason) -> None:
-        """An entry leaves without an ack: dead-letter it if the queue says so."""
-        entry.state = GONE
-        if reason is DeadLetterReason.EXPIRED:
-            self._expired += 1
-        if self.args.dead_letter_exchange is not None and self.vhost.dead_letter(
-            entry.message, self, reason
-        ):
-            self._dead += 1
-        self._settle(entry)
-
-    def _settle(self, entry: QueueEntry) -> None:
-        if entry.stored:
-            self._store.ack(entry.stored, entry.offset)
-            entry.stored = 0
-
-    def touch(self) -> None:
-        """The queue was used (redeclared): restart its x-expires period."""
-        self.clock.touch()
-
-    def expire_entry(self, entry: QueueEntry) -> None:
-        """A ready entry's TTL passed (called by the queue's clock)."""
-        self.ready.discard(entry)
-        self._remove(entry, DeadLetterReason.EXPIRED)
 
     # -- whole-queue operations --------------------------------------------------------------
     def purge(self) -> int:

@@ -4,7 +4,8 @@ This is the RabbitMQ model every protocol maps onto (DESIGN.md "The kernel's mod
 default exchange routes by queue name, `amq.*` exchanges are pre-declared, exchanges can be
 bound to exchanges, and a message is routed once and shared by every queue it reaches.
 Declarations answer like RabbitMQ does (404, 403, 405, 406 with RabbitMQ's wording), so
-client libraries' error handling works unchanged.
+client libraries' error handling works unchanged. Binding and unbinding by name is here; what
+keeps the bindings consistent as exchanges and queues come and go is core/bindings.py.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Collection, Hashable, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
+from herald.core.bindings import Bindings
 from herald.core.dead_letter import death_annotations, is_cycle
 from herald.core.errors import AccessRefused, NotFound, PreconditionFailed, ResourceLocked
 from herald.core.exchange import Exchange, make_exchange
@@ -59,8 +61,7 @@ class VirtualHost:
         self.exchanges: dict[str, Exchange] = {}
         self.queues: dict[str, Queue] = {}
         self.metadata = broker.definitions
-        self._sources: dict[Hashable, set[Exchange]] = {}  # destination -> exchanges bound to it
-        self._e2e = 0  # number of exchange-to-exchange bindings
+        self.bindings = Bindings(self)
         self._store = broker.store
         self._interceptors = broker.interceptors
         self._queue_services = broker.queue_services
@@ -131,14 +132,8 @@ class VirtualHost:
             return  # RabbitMQ: deleting a missing exchange succeeds
         if if_unused and exchange.has_bindings:
             raise PreconditionFailed(f"exchange '{name}' in vhost '{self.name}' in use")
-        for binding in list(exchange.bindings()):
-            destination = cast("Queue | Exchange", binding.destination)  # what the vhost binds
-            self._forget_binding(exchange, destination, binding.routing_key, binding.arguments)
-        for source in list(self._sources.get(exchange, ())):
-            for binding in list(source.bindings()):
-                if binding.destination is exchange:
-                    self._forget_binding(source, exchange, binding.routing_key, binding.arguments)
-        del self.exchanges[name]
+        del self.exchanges[name]  # first: an auto-delete one losing its last binding is gone
+        self.bindings.remove_all(exchange)
         if exchange.durable:
             self.metadata.delete_exchange(self.name, exchange)
 
@@ -262,10 +257,7 @@ class VirtualHost:
         if if_empty and queue.message_count:
             raise PreconditionFailed(f"queue '{name}' in vhost '{self.name}' is not empty")
         del self.queues[name]
-        for source in list(self._sources.get(queue, ())):
-            for binding in list(source.bindings()):
-                if binding.destination is queue:
-                    self._forget_binding(source, queue, binding.routing_key, binding.arguments)
+        self.bindings.remove_all(queue)
         count = queue.close()
         if queue.swap.scratch_id:
             self._store.delete_queue(queue.swap.scratch_id)
@@ -296,7 +288,7 @@ class VirtualHost:
     ) -> None:
         destination = self.get_queue(queue, owner=owner)
         source = self._bindable(exchange)
-        self._add_binding(source, destination, routing_key, arguments)
+        self.bindings.add(source, destination, routing_key, arguments)
 
     def unbind_queue(
         self,
@@ -313,7 +305,7 @@ class VirtualHost:
             source = self._bindable(exchange)
         except NotFound:
             return
-        self._forget_binding(source, destination, routing_key, arguments or {})
+        self.bindings.remove(source, destination, routing_key, arguments or {})
 
     def bind_exchange(
         self,
@@ -322,7 +314,7 @@ class VirtualHost:
         routing_key: str = "",
         arguments: Mapping[str, Any] | None = None,
     ) -> None:
-        self._add_binding(
+        self.bindings.add(
             self._bindable(source), self._bindable(destination), routing_key, arguments
         )
 
@@ -338,50 +330,12 @@ class VirtualHost:
             found = self._bindable(source), self._bindable(destination)
         except NotFound:
             return
-        self._forget_binding(*found, routing_key, arguments or {})
+        self.bindings.remove(*found, routing_key, arguments or {})
 
     def _bindable(self, name: str) -> Exchange:
         if name == DEFAULT_EXCHANGE:
             raise AccessRefused("operation not permitted on the default exchange")
         return self.get_exchange(name)
-
-    def _add_binding(
-        self,
-        source: Exchange,
-        destination: Queue | Exchange,
-        routing_key: str,
-        arguments: Mapping[str, Any] | None,
-    ) -> None:
-        arguments = dict(arguments or {})
-        if not source.bind(destination, routing_key, arguments):
-            return
-        self._sources.setdefault(destination, set()).add(source)
-        if isinstance(destination, Exchange):
-            self._e2e += 1
-        if source.durable and destination.durable:
-            self.metadata.save_binding(self.name, source, destination, routing_key, arguments)
-
-    def _forget_binding(
-        self,
-        source: Exchange,
-        destination: Queue | Exchange,
-        routing_key: str,
-        arguments: Mapping[str, Any],
-    ) -> None:
-        if not source.unbind(destination, routing_key, arguments):
-            return
-        if isinstance(destination, Exchange):
-            self._e2e -= 1
-        if not source.is_bound(destination):
-            sources = self._sources.get(destination)
-            if sources is not None:
-                sources.discard(source)
-                if not sources:
-                    del self._sources[destination]
-        if source.durable and destination.durable:
-            self.metadata.delete_binding(self.name, source, destination, routing_key, arguments)
-        if source.auto_delete and not source.has_bindings and source.name in self.exchanges:
-            self.delete_exchange(source.name)
 
     # -- publishing ------------------------------------------------------------------------
     def publish(self, message: Message, *, mandatory: bool = False) -> PublishResult:
@@ -408,7 +362,7 @@ class VirtualHost:
             queue = self.queues.get(message.routing_key)
             return (queue,) if queue is not None else ()
         found: Collection[Hashable] = exchange.route(message.routing_key, message.headers)
-        if self._e2e:
+        if self.bindings.exchange_to_exchange:
             found = self._route_through_exchanges(found, message, {exchange})
         if not found:
             alternate = exchange.arguments.get("alternate-exchange")

@@ -174,6 +174,20 @@ async def test_auto_delete_exchange_goes_with_its_last_binding(vhost: VirtualHos
     assert "temp" not in vhost.exchanges
 
 
+async def test_deleting_a_bound_auto_delete_exchange_deletes_it_once(vhost: VirtualHost) -> None:
+    """Its bindings go with it; their removal must not delete it a second time (KeyError)."""
+    vhost.declare_exchange("temp", "fanout", auto_delete=True)
+    vhost.declare_exchange("upstream", "fanout")
+    vhost.declare_queue("q")
+    vhost.bind_queue("q", "temp")
+    vhost.bind_exchange("temp", "upstream")
+    vhost.delete_exchange("temp")
+    assert "temp" not in vhost.exchanges
+    assert vhost.publish(msg("m", "", "upstream")).status is RouteStatus.UNROUTABLE
+    vhost.declare_exchange("temp", "fanout", auto_delete=True)  # the name is free again
+    assert vhost.publish(msg("m", "", "temp")).status is RouteStatus.UNROUTABLE
+
+
 async def test_exchange_delete_if_unused(vhost: VirtualHost) -> None:
     vhost.declare_exchange("e", "fanout")
     vhost.declare_queue("q")

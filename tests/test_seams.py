@@ -31,6 +31,7 @@ QUEUE_MODULES = [
     "queue_entry.py",
     "queue_swap.py",
     "queue_services.py",
+    "queue_settlement.py",
     "ready_list.py",
     "swap.py",
     "consumer.py",
