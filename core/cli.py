@@ -328,6 +328,7 @@ def config_check(ctx: click.Context, file: Path, overrides: tuple[str, ...]) -> 
         raise ConfigError(
             f"config: store.backend: unknown store {config.store.backend!r} (installed: {known})"
         )
+    manager.configure(config)  # the plugins' own checks of settings that go together
     click.echo(f"ok: {file}")
 
 

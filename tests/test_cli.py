@@ -115,6 +115,19 @@ def test_config_check_checks_plugin_names_and_store(tmp_path: Path) -> None:
     assert "'tape'" in line
 
 
+def test_config_check_runs_the_plugins_checks_of_settings_that_go_together(
+    tmp_path: Path,
+) -> None:
+    """`herald_configure` (here the cluster plugin's: a node needs the commit log) refuses in
+    `config check` what `herald run` would refuse."""
+    path = tmp_path / "herald.toml"
+    path.write_text(
+        '[broker]\nnode_name = "n1"\n[store]\nbackend = "memory"\n[cluster]\nenabled = true\n'
+    )
+    line = one_error_line(invoke("config", "check", str(path)))
+    assert "cluster.enabled = true needs store.backend" in line
+
+
 def test_config_check_validates_an_installed_plugins_section(
     tmp_path: Path, installed: None
 ) -> None:
