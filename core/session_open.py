@@ -18,7 +18,7 @@ STOMP ERROR frame) and keeps nothing else of this.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -127,3 +127,33 @@ class Permissions:
         if len(cache) >= 256:
             cache.clear()
         cache.add(key)
+
+
+class CheckedLazily:
+    """`authorize` for a session that checks permissions now and then (MQTT, STOMP): its
+    `Permissions` are made at the first check, so an idle connection holds none. The session
+    has `broker`, `user` and a `_permissions` slot (None until then) and names its vhost."""
+
+    __slots__ = ()
+
+    broker: Broker
+    user: User | None
+    _permissions: Permissions | None
+
+    @property
+    def permissions_vhost(self) -> str:
+        raise NotImplementedError
+
+    def authorize(self, permission: Any, kind: str, name: str) -> None:
+        """`broker.authorize`, remembered for the connection; AccessRefused if not allowed."""
+        permissions = self._permissions
+        if permissions is None:
+            assert self.user is not None, "authorize before login"
+            permissions = Permissions(self.broker, self.user, self.permissions_vhost)
+            session: _HoldsPermissions = self  # the slot is the session's, not this mixin's
+            session._permissions = permissions
+        permissions.authorize(permission, kind, name)
+
+
+class _HoldsPermissions(Protocol):
+    _permissions: Permissions | None

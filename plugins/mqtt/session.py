@@ -21,14 +21,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import attrs
 import trio
 
 from herald.core.errors import LocalProtocolError, NotMaster, RemoteProtocolError
 from herald.core.session_io import SessionIO
-from herald.core.session_open import Permissions
+from herald.core.session_open import CheckedLazily, Permissions
 from herald.plugins.mqtt import channels, connect
 from herald.plugins.mqtt.codec import (
     NEED_DATA,
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 _PUBLISH_OVERHEAD = 16  # fixed header, packet id, property lengths of one PUBLISH, roughly
 
 
-class Session(SessionIO):
+class Session(CheckedLazily, SessionIO):
     """The MQTT side of one client connection; `SessionIO` is its output side (the adapter's
     half: output buffer, writer wake-ups, write-buffer backpressure, deadline scheduling)."""
 
@@ -249,15 +249,10 @@ class Session(SessionIO):
             self.queued(size + _PUBLISH_OVERHEAD)
         self.wake()
 
-    def authorize(self, permission: Any, kind: str, name: str) -> None:
-        """`broker.authorize`, remembered for the connection (core/session_open.py
-        `Permissions`, made at the first check); AccessRefused if not allowed."""
-        permissions = self._permissions
-        if permissions is None:
-            assert self.user is not None
-            permissions = Permissions(self.broker, self.user, self.context.vhost_name)
-            self._permissions = permissions
-        permissions.authorize(permission, kind, name)
+    @property
+    def permissions_vhost(self) -> str:
+        """The vhost `authorize` checks in (CheckedLazily)."""
+        return self.context.vhost_name
 
     def transport_full_changed(self, full: bool) -> None:
         """The write buffer filled (or drained): suspend (or resume) the deliveries."""

@@ -52,6 +52,7 @@ from herald.core.errors import (
 )
 from herald.core.session_io import SessionIO
 from herald.core.session_open import (
+    CheckedLazily,
     Credentials,
     Permissions,
     certificate_user,
@@ -94,7 +95,7 @@ log = logging.getLogger(__name__)
 _SENDING = frozenset({State.OPEN, State.DISCONNECTING})
 
 
-class Session(SessionIO):
+class Session(CheckedLazily, SessionIO):
     """The STOMP side of one client connection; `SessionIO` is its output side (the adapter's
     half: output buffer, writer wake-ups, write-buffer backpressure, deadline scheduling)."""
 
@@ -288,15 +289,10 @@ class Session(SessionIO):
         self.wake()
 
     # -- for subscriptions and the publisher -----------------------------------------------------
-    def authorize(self, permission: Any, kind: str, name: str) -> None:
-        """`broker.authorize`, remembered for the connection (core/session_open.py
-        `Permissions`, made at the first check); AccessRefused if not allowed."""
-        permissions = self._permissions
-        if permissions is None:
-            assert self.user is not None
-            permissions = Permissions(self.broker, self.user, self.vhost.name)
-            self._permissions = permissions
-        permissions.authorize(permission, kind, name)
+    @property
+    def permissions_vhost(self) -> str:
+        """The vhost `authorize` checks in (CheckedLazily)."""
+        return self.vhost.name
 
     def send_message(self, frame: Frame, size: int) -> None:
         """Queue a MESSAGE frame; pause subscriptions once the output passes the write buffer."""
