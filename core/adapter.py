@@ -274,11 +274,6 @@ class ConnectionServer:
                 data: bytes | None
                 try:
                     while not session.done:
-                        if session.reading_paused:
-                            with trio.CancelScope() as link.paused:
-                                await alarms.wait_publish_allowed()
-                            link.paused = None
-                            continue
                         if direct is None:
                             data = await transport.receive()
                         else:  # `StreamTransport.receive` inlined: no frame while idle
@@ -297,6 +292,13 @@ class ConnectionServer:
                             if not session.done:
                                 session.connection_lost("client closed the connection")
                             break
+                        # Paused after the read, not before it: an alarm that rose while the
+                        # read waited must hold back what it brought (a publish sent after
+                        # connection.blocked), and nothing more is read meanwhile.
+                        while session.reading_paused:
+                            with trio.CancelScope() as link.paused:
+                                await alarms.wait_publish_allowed()
+                            link.paused = None
                         await session.receive(data)
                         data = None
                 except LOST as exc:

@@ -278,12 +278,12 @@ async def test_a_reader_paused_by_an_alarm_reads_again_to_close(
         broker.alarms.set(
             "test", True
         )  # the publisher's reader stops reading (no monitor clears it)
-        await client.send_all(b"x\n")
+        await client.send_all(b"x\n")  # read by the read already waiting, but held
         await trio.testing.wait_all_tasks_blocked()
         session = server.sessions[0]
         assert session.reading_paused
         session.close_from_broker("shutting down")
-        assert await read_until(client, b"AWAY\n") == b"x\nGOING AWAY\n"
+        assert await read_until(client, b"x\n") == b"GOING AWAY\nx\n"
         await client.send_all(b"OK\n")  # read although the alarm is still on
         assert await client.receive_some(100) == b""
     assert session.close_reason == "closed by the broker"

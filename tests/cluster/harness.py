@@ -12,7 +12,8 @@ Nodes: `NodeProcess` is one `herald run --config FILE` (kill -9, SIGSTOP/SIGCONT
 restart on the same config, hence the same ports and data dir); `NodeProcess.adopt` takes a
 node another process started (a `herald cluster dev`'s, by pid from its cluster.json).
 `DevCluster` runs `herald cluster dev` itself and `wait_cluster_json` waits for its
-cluster.json; `cluster_view` / `node_names` read a name server's `/v1/cluster`.
+cluster.json; `cluster_view` / `node_names` read a name server's `/v1/cluster`, `etcd_get`
+one etcd key (a node key, to see a lease expire and come back).
 `pid_alive` says whether a pid is a live process (a zombie is not).
 """
 
@@ -28,13 +29,17 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import httpx
 import psutil
+import trio
 
 from tests.ports import free_port as free_port  # re-exported: the cluster tests import it here
+
+if TYPE_CHECKING:
+    from herald.cluster.etcd import KeyValue
 
 T = TypeVar("T")
 HERALD = [sys.executable, "-m", "herald.core.cli"]
@@ -247,6 +252,18 @@ def node_names(view: dict[str, Any] | None) -> set[str]:
     if view is None:
         return set()
     return {n["node"] for g in view.get("groups", []) for n in g.get("nodes", [])}
+
+
+def etcd_get(endpoint: str, key: str) -> KeyValue | None:
+    """One key of the etcd at `endpoint` (None when absent), read with herald's own client in
+    a Trio loop of its own: for sync tests (a Trio test uses `EtcdClient` directly)."""
+    from herald.cluster.etcd import EtcdClient
+
+    async def get() -> KeyValue | None:
+        async with EtcdClient(endpoint) as client:
+            return await client.get(key)
+
+    return trio.run(get)
 
 
 @attrs.define
