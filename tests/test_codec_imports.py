@@ -18,7 +18,12 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("trio", "p
 
 @pytest.mark.parametrize(
     "module",
-    ["herald.plugins.amqp.codec", "herald.plugins.mqtt.codec", "herald.plugins.stomp.codec"],
+    [
+        "herald.plugins.amqp.codec",
+        "herald.plugins.mqtt.codec",
+        "herald.plugins.stomp.codec",
+        "herald.cluster.frames",
+    ],
 )
 def test_importing_a_codec_loads_no_io_and_no_plugin_machinery(module: str) -> None:
     done = subprocess.run(
