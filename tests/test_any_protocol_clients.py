@@ -4,15 +4,12 @@ over a real socket; the port tells them apart by their first bytes (core/any_pro
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
 import pika
-import stomp
 import trio
 from paho.mqtt.enums import CallbackAPIVersion
 
@@ -33,57 +30,6 @@ PROTOCOL_PORTS = [
     "stomp.port=0",
     "stomp.ws_port=0",
 ]
-
-
-def pika_round_trip(port: int) -> bytes:
-    connection = pika.BlockingConnection(
-        pika.ConnectionParameters("127.0.0.1", port, socket_timeout=WAIT, connection_attempts=1)
-    )
-    try:
-        channel = connection.channel()
-        channel.confirm_delivery()
-        channel.queue_declare("any-amqp")
-        channel.basic_publish("", "any-amqp", b"amqp on the any port", mandatory=True)
-        _, _, body = channel.basic_get("any-amqp", auto_ack=True)
-        return body
-    finally:
-        connection.close()
-
-
-def paho_round_trip(port: int) -> bytes:
-    received: queue.Queue[bytes] = queue.Queue()
-    subscribed = threading.Event()
-    client = mqtt.Client(callback_api_version=CallbackAPIVersion.VERSION2, client_id="any-mqtt")
-    client.username_pw_set("guest", "guest")
-    client.on_message = lambda c, u, message: received.put(bytes(message.payload))
-    client.on_subscribe = lambda *args: subscribed.set()
-    client.connect("127.0.0.1", port, keepalive=30)
-    client.loop_start()
-    try:
-        client.subscribe("any/mqtt", qos=1)
-        assert subscribed.wait(WAIT)
-        client.publish("any/mqtt", b"mqtt on the any port", qos=1).wait_for_publish(WAIT)
-        return received.get(timeout=WAIT)
-    finally:
-        client.disconnect()
-        client.loop_stop()
-
-
-def stomppy_round_trip(port: int) -> bytes:
-    connection = stomp.Connection12([("127.0.0.1", port)], vhost="/", timeout=WAIT)
-    listener = stomp.listener.TestListener()
-    connection.set_listener("test", listener)
-    connection.connect("guest", "guest", wait=True)
-    try:
-        connection.subscribe("/queue/any-stomp", id="1", ack="auto")
-        connection.send("/queue/any-stomp", "stomp on the any port")
-        listener.wait_for_message()
-        frame = listener.get_latest_message()
-        assert frame is not None
-        body = frame[1]
-        return body.encode() if isinstance(body, str) else body
-    finally:
-        connection.disconnect()
 
 
 async def all_at_once(calls: dict[str, Callable[[], bytes]]) -> dict[str, bytes]:
@@ -110,16 +56,12 @@ async def test_pika_paho_and_stomppy_share_the_any_port_at_once(tmp_path: Path) 
         port = listener_port(broker, "any")
         results = await all_at_once(
             {
-                "amqp": partial(pika_round_trip, port),
-                "mqtt": partial(paho_round_trip, port),
-                "stomp": partial(stomppy_round_trip, port),
+                "amqp": partial(amqp_round_trip, port, None, "any", body=b"amqp"),
+                "mqtt": partial(mqtt_round_trip, port, None, "tcp", payload=b"mqtt"),
+                "stomp": partial(stomp_round_trip, port, None, body="stomp"),
             }
         )
-        assert results == {
-            "amqp": b"amqp on the any port",
-            "mqtt": b"mqtt on the any port",
-            "stomp": b"stomp on the any port",
-        }
+        assert results == {"amqp": b"amqp", "mqtt": b"mqtt", "stomp": b"stomp"}
 
 
 async def test_a_message_crosses_protocols_on_the_any_port(tmp_path: Path) -> None:

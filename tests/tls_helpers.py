@@ -112,15 +112,19 @@ port = listener_port  # port(broker, "amqp", "tls"): the TLS tests span every pr
 
 
 def amqp_round_trip(
-    port: int, context: ssl.SSLContext, queue: str, credentials: Any = None
+    port: int,
+    context: ssl.SSLContext | None,
+    queue: str,
+    credentials: Any = None,
+    body: bytes = b"over tls",
 ) -> bytes:
-    """Declare, publish with confirms and get one message back over AMQPS with pika, logged
-    in with `credentials` (default guest/guest)."""
+    """Declare, publish with confirms and get one message back over AMQPS with pika (plain
+    AMQP when `context` is None), logged in with `credentials` (default guest/guest)."""
     parameters = pika.ConnectionParameters(
         "127.0.0.1",
         port,
         credentials=credentials or pika.PlainCredentials("guest", "guest"),
-        ssl_options=pika.SSLOptions(context, "127.0.0.1"),
+        ssl_options=None if context is None else pika.SSLOptions(context, "127.0.0.1"),
         socket_timeout=WAIT,
         connection_attempts=1,
     )
@@ -129,7 +133,7 @@ def amqp_round_trip(
         channel = connection.channel()
         channel.confirm_delivery()
         channel.queue_declare(queue)
-        channel.basic_publish("", queue, b"over tls", mandatory=True)
+        channel.basic_publish("", queue, body, mandatory=True)
         _, _, body = channel.basic_get(queue, auto_ack=True)
         return body
     finally:
@@ -138,28 +142,30 @@ def amqp_round_trip(
 
 def stomp_round_trip(
     port: int,
-    cafile: Path,
+    cafile: Path | None,
     credentials: tuple[str, str] | None = ("guest", "guest"),
     client_files: tuple[Path, Path] | None = None,
+    body: str = "over stomp+tls",
 ) -> bytes:
     """Send to a queue and receive it back over STOMP+TLS with stomp.py (which verifies the
-    broker's certificate against `cafile`); `credentials` None: a CONNECT without login;
-    `client_files`: the (certificate, key) it presents."""
+    broker's certificate against `cafile`; None: plain STOMP); `credentials` None: a CONNECT
+    without login; `client_files`: the (certificate, key) it presents."""
     connection = stomp.Connection12([("127.0.0.1", port)], vhost="/", timeout=WAIT)
-    cert_file, key_file = client_files or (None, None)
-    connection.set_ssl(
-        [("127.0.0.1", port)],
-        ca_certs=str(cafile),
-        cert_file=cert_file and str(cert_file),
-        key_file=key_file and str(key_file),
-    )
+    if cafile is not None:
+        cert_file, key_file = client_files or (None, None)
+        connection.set_ssl(
+            [("127.0.0.1", port)],
+            ca_certs=str(cafile),
+            cert_file=cert_file and str(cert_file),
+            key_file=key_file and str(key_file),
+        )
     listener = stomp.listener.TestListener()
     connection.set_listener("test", listener)
     login, passcode = credentials or (None, None)
     connection.connect(login, passcode, wait=True)
     try:
         connection.subscribe("/queue/tls", id="1", ack="auto")
-        connection.send("/queue/tls", "over stomp+tls")
+        connection.send("/queue/tls", body)
         listener.wait_for_message()
         frame = listener.get_latest_message()
         assert frame is not None
@@ -176,7 +182,7 @@ MQTT_TLS_TRANSPORTS: tuple[tuple[str, PahoTransport], ...] = (("tls", "tcp"), ("
 
 
 def mqtt_client(
-    context: ssl.SSLContext,
+    context: ssl.SSLContext | None,
     transport: PahoTransport,
     credentials: tuple[str, str] | None = ("guest", "guest"),
     client_id: str = "",
@@ -190,7 +196,8 @@ def mqtt_client(
     )
     if credentials is not None:
         client.username_pw_set(*credentials)
-    client.tls_set_context(context)
+    if context is not None:
+        client.tls_set_context(context)
     if transport == "websockets":
         client.ws_set_options(path="/mqtt")
     return client
@@ -198,11 +205,13 @@ def mqtt_client(
 
 def mqtt_round_trip(
     port: int,
-    context: ssl.SSLContext,
+    context: ssl.SSLContext | None,
     transport: PahoTransport,
     credentials: tuple[str, str] | None = ("guest", "guest"),
+    payload: bytes = b"over mqtts",
 ) -> bytes:
-    """Subscribe and publish (QoS 1) over MQTTS (or MQTT over wss) with paho."""
+    """Subscribe and publish (QoS 1) over MQTTS (or MQTT over wss) with paho; plain MQTT
+    (or ws) when `context` is None."""
     received: queue.Queue[bytes] = queue.Queue()
     subscribed = threading.Event()
     client = mqtt_client(context, transport, credentials)
@@ -213,7 +222,7 @@ def mqtt_round_trip(
     try:
         client.subscribe("tls/test", qos=1)
         assert subscribed.wait(WAIT)
-        client.publish("tls/test", b"over mqtts", qos=1).wait_for_publish(WAIT)
+        client.publish("tls/test", payload, qos=1).wait_for_publish(WAIT)
         return received.get(timeout=WAIT)
     finally:
         client.disconnect()
