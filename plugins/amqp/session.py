@@ -4,22 +4,16 @@ The session owns everything the protocol decides: the handshake (handshake.py: s
 and open through the kernel's session-opening flow, tune), channels and their errors,
 connection.close in both directions, heartbeats (what to send, when the peer is dead),
 connection.blocked, publisher confirms waiting on the store, and output backpressure. It does
-no I/O: the shared adapter (core/adapter.py) feeds it bytes (`receive`) and writes what it
-produced (`SessionIO`, core/session_io.py); its deadlines (handshake timeout, heartbeats, the
-close-ok deadline) are one entry in the kernel's heap of connection deadlines (`deadline` /
-`check_timers`), and a wait for durability runs as a task only while confirms are owed.
+no I/O: the shared adapter (core/adapter.py) feeds it bytes and writes what it produced
+(`SessionIO`); its deadlines (handshake, heartbeats, close-ok) are one entry in the kernel's
+heap of connection deadlines, and a wait for durability is a task only while confirms are owed.
 
-Errors follow RabbitMQ: a kernel error that is not connection-level closes only its channel
-(channel.close with the reply code and the offending method's ids); a connection-level one or
-a protocol error closes the connection (connection.close, then the socket once close-ok comes
-back or `close_timeout` passes). A frame the codec cannot parse leaves it unusable, so then the
-codec's connection.close (`error_reply`) is written and the session ends at once; so it does
-when the client ends its stream inside a frame (501). Ended between frames, the client is just
-gone (`connection_lost`). Whatever follows the last frame (close-ok sent or received, or that
-connection.close) is never parsed: `lingers` tells the adapter to drop it while the client
-reads the goodbye, rather than reset the connection. A `NotMaster` (a cluster node that is not
-its group's master refused a write, or was demoted while confirms waited) nacks every confirm
-still owed and closes the connection 320 CONNECTION_FORCED, naming the master when known.
+Errors follow RabbitMQ (docs/amqp.md "Errors"): a kernel error that is not connection-level
+closes its channel; a connection-level one or a protocol error closes the connection. A frame
+the codec cannot parse, or a stream ended inside one, ends the session at once after the
+codec's connection.close (`error_reply`); what follows the last frame is never parsed
+(`lingers`: the adapter drops it rather than reset the connection). `NotMaster` nacks every
+confirm still owed, then closes 320 CONNECTION_FORCED naming the master when known.
 """
 
 from __future__ import annotations
