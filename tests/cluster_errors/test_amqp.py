@@ -8,6 +8,8 @@ the store fails on demand (tests/slow_store.py `SlowStore.fail`).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,16 +98,31 @@ async def closed_quietly(connection: pika.BlockingConnection) -> None:
         await blocking(connection.close)
 
 
+@asynccontextmanager
+async def publisher_and_reader(
+    store: SlowStore, data_dir: Path
+) -> AsyncIterator[tuple[pika.BlockingConnection, BlockingChannel, BlockingChannel]]:
+    """A broker on `store`; a confirming publisher whose first message (m0) is confirmed and a
+    reader on a second connection, both closed at the end: (publisher's connection, its
+    channel, the reader's channel)."""
+    async with broker_on(store, data_dir, "amqp") as broker:
+        port = listener_port(broker, "amqp")
+        connection, channel = await confirming_channel(port)
+        other = await blocking(connect, port)
+        try:
+            reader = await blocking(other.channel)
+            await confirmed(store, channel, b"m0")
+            yield connection, channel, reader
+        finally:
+            await closed_quietly(connection)
+            await closed_quietly(other)
+
+
 async def test_replication_timeout_nacks_the_waiting_publish_and_the_connection_carries_on(
     tmp_path: Path,
 ) -> None:
     store = SlowStore()
-    async with broker_on(store, tmp_path, "amqp") as broker:
-        port = listener_port(broker, "amqp")
-        connection, channel = await confirming_channel(port)
-        other = await blocking(connect, port)
-        reader = await blocking(other.channel)
-        await confirmed(store, channel, b"m0")
+    async with publisher_and_reader(store, tmp_path) as (connection, channel, reader):
         before = store.appends
         async with trio.open_nursery() as nursery:
             publish = Background.thread(nursery, channel.basic_publish, "", "q", b"m1", PERSISTENT)
@@ -120,8 +137,6 @@ async def test_replication_timeout_nacks_the_waiting_publish_and_the_connection_
         assert connection.is_open and channel.is_open
         # The nacked message is stored and delivered: a nack is not a loss.
         assert await bodies(reader) == [b"m0", b"m1", b"m2"]
-        await closed_quietly(connection)
-        await closed_quietly(other)
 
 
 async def test_replication_timeout_nacks_exactly_the_publishes_it_failed(tmp_path: Path) -> None:
@@ -190,12 +205,7 @@ async def test_not_master_while_a_pika_confirm_waits_closes_the_connection_320(
     tmp_path: Path,
 ) -> None:
     store = SlowStore()
-    async with broker_on(store, tmp_path, "amqp") as broker:
-        port = listener_port(broker, "amqp")
-        connection, channel = await confirming_channel(port)
-        other = await blocking(connect, port)
-        reader = await blocking(other.channel)
-        await confirmed(store, channel, b"m0")
+    async with publisher_and_reader(store, tmp_path) as (connection, channel, reader):
         before = store.appends
         async with trio.open_nursery() as nursery:
             publish = Background.thread(nursery, channel.basic_publish, "", "q", b"m1", PERSISTENT)
@@ -212,17 +222,11 @@ async def test_not_master_while_a_pika_confirm_waits_closes_the_connection_320(
         await blocking(reader.confirm_delivery)
         await confirmed(store, reader, b"m2")
         assert await bodies(reader) == [b"m2"]
-        await closed_quietly(other)
 
 
 async def test_a_publish_refused_by_not_master_closes_the_connection_320(tmp_path: Path) -> None:
     store = SlowStore()
-    async with broker_on(store, tmp_path, "amqp") as broker:
-        port = listener_port(broker, "amqp")
-        connection, channel = await confirming_channel(port)
-        other = await blocking(connect, port)
-        reader = await blocking(other.channel)
-        await confirmed(store, channel, b"m0")
+    async with publisher_and_reader(store, tmp_path) as (connection, channel, reader):
         appends = store.appends
         store.fail(NotMaster(MASTER_TEXT, MASTER), appends=True)
         with pytest.raises(pika.exceptions.ConnectionClosedByBroker) as caught:
@@ -234,7 +238,6 @@ async def test_a_publish_refused_by_not_master_closes_the_connection_320(tmp_pat
         assert await bodies(reader) == [b"m0"]
         declared = await blocking(reader.queue_declare, "q", passive=True)
         assert declared.method.message_count == 0
-        await closed_quietly(other)
 
 
 async def test_a_publish_refused_by_not_master_without_a_known_master(tmp_path: Path) -> None:

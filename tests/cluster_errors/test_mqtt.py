@@ -76,15 +76,33 @@ async def gone(client: Client) -> tuple[int, Any]:
     return rc.value, await wait_for(client.disconnect_properties)
 
 
+async def subscriber_and_publisher(broker: Broker, version: int) -> tuple[Client, Client]:
+    """A subscriber that keeps `t/#` (`keeper`) and a connected publisher of `version`."""
+    subscriber = await keeper(broker)
+    publisher = Client(broker, version=version)
+    await publisher.connect()
+    return subscriber, publisher
+
+
+async def told_to_use_the_master(publisher: Client, version: int) -> None:
+    """MQTT 5: DISCONNECT 0x9C naming the master (Server Reference and reason); 3.1.1 has no
+    server DISCONNECT, so the connection just ends."""
+    code, properties = await gone(publisher)
+    if version == 5:
+        assert code == USE_ANOTHER_SERVER
+        assert properties.ServerReference == MASTER
+        assert properties.ReasonString == f"{MASTER_TEXT}; use {MASTER}"
+    else:
+        assert code != 0
+
+
 @pytest.mark.parametrize("version", [5, 4])
 async def test_replication_timeout_while_pubacks_wait_ends_the_connection(
     tmp_path: Path, version: int
 ) -> None:
     store = SlowStore()
     async with broker_on(store, tmp_path, "mqtt") as broker:
-        subscriber = await keeper(broker)
-        publisher = Client(broker, version=version)
-        await publisher.connect()
+        subscriber, publisher = await subscriber_and_publisher(broker, version)
         assert await acknowledged(store, publisher, "t/a", b"m0") == 0
         before = store.appends
         publisher.client.publish("t/a", b"m1", 1)  # its PUBACK never comes
@@ -112,20 +130,12 @@ async def test_not_master_while_pubacks_wait_says_use_another_server(
 ) -> None:
     store = SlowStore()
     async with broker_on(store, tmp_path, "mqtt") as broker:
-        subscriber = await keeper(broker)
-        publisher = Client(broker, version=version)
-        await publisher.connect()
+        subscriber, publisher = await subscriber_and_publisher(broker, version)
         before = store.appends
         publisher.client.publish("t/a", b"m1", 1)
         await appended(store, before)
         store.fail(NotMaster(MASTER_TEXT, addrs={"amqp": "127.0.0.1:5999", "mqtt": MASTER}))
-        code, properties = await gone(publisher)
-        if version == 5:
-            assert code == USE_ANOTHER_SERVER
-            assert properties.ServerReference == MASTER
-            assert properties.ReasonString == f"{MASTER_TEXT}; use {MASTER}"
-        else:
-            assert code != 0
+        await told_to_use_the_master(publisher, version)
         assert publisher.publishes.empty()
         assert await payloads(subscriber, 1) == [b"m1"]  # stored before: still delivered
         await subscriber.disconnect()
@@ -137,20 +147,12 @@ async def test_a_publish_refused_by_not_master_says_use_another_server(
 ) -> None:
     store = SlowStore()
     async with broker_on(store, tmp_path, "mqtt") as broker:
-        subscriber = await keeper(broker)
-        publisher = Client(broker, version=version)
-        await publisher.connect()
+        subscriber, publisher = await subscriber_and_publisher(broker, version)
         assert await acknowledged(store, publisher, "t/a", b"m0") == 0
         appends = store.appends
         store.fail(NotMaster(MASTER_TEXT, MASTER), appends=True)
         publisher.client.publish("t/a", b"refused", 1)
-        code, properties = await gone(publisher)
-        if version == 5:
-            assert code == USE_ANOTHER_SERVER
-            assert properties.ServerReference == MASTER
-            assert properties.ReasonString == f"{MASTER_TEXT}; use {MASTER}"
-        else:
-            assert code != 0
+        await told_to_use_the_master(publisher, version)
         assert store.appends == appends  # nothing of the refused publish was stored
         assert await payloads(subscriber, 1) == [b"m0"]
         await no_more_messages(subscriber)

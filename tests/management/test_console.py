@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pika
@@ -54,6 +55,13 @@ def _connect(broker: Broker) -> pika.BlockingConnection:
         socket_timeout=10,
     )
     return pika.BlockingConnection(parameters)
+
+
+def log_in(page: Any, user: str, password: str) -> None:
+    """Fill the console's login form and send it."""
+    page.fill("#login input[name=user]", user)
+    page.fill("#login input[name=password]", password)
+    page.click("#login button")
 
 
 def save_shot(shot: Path) -> None:
@@ -195,9 +203,7 @@ def _drive_admin_views(base: str, executable: str) -> None:
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(base + "/#/exchanges")
-            page.fill("#login input[name=user]", "guest")
-            page.fill("#login input[name=password]", "guest")
-            page.click("#login button")
+            log_in(page, "guest", "guest")
 
             declare = page.locator("#declare-exchange")
             declare.locator("input[name=name]").fill("audit")
@@ -240,9 +246,7 @@ def _drive_admin_views(base: str, executable: str) -> None:
 
             # dora (monitoring) sees no Users menu.
             page.click("#logout")
-            page.fill("#login input[name=user]", "dora")
-            page.fill("#login input[name=password]", "dora-pw")
-            page.click("#login button")
+            log_in(page, "dora", "dora-pw")
             expect(page.locator("#whoami")).to_contain_text("dora (monitoring)")
             expect(page.locator("#nav-users")).to_be_hidden()
             assert errors == [], errors

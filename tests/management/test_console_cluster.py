@@ -31,7 +31,7 @@ from tests.cluster.nodes import (
     store_messages,
 )
 from tests.management.helpers import add_user, client, port
-from tests.management.test_console import WAIT_MS, chromium_path, save_shot
+from tests.management.test_console import WAIT_MS, chromium_path, log_in, save_shot
 
 MANAGEMENT = (
     'broker.plugins=["amqp", "management"]',
@@ -47,9 +47,7 @@ READ_TABLE = """(table) => [
 
 def _log_in(page: Any, base: str, user: str, password: str) -> None:
     page.goto(base + "/#/cluster")
-    page.fill("#login input[name=user]", user)
-    page.fill("#login input[name=password]", password)
-    page.click("#login button")
+    log_in(page, user, password)
 
 
 def _drive_standalone(base: str, executable: str, node: str) -> None:
