@@ -102,6 +102,11 @@ class CommitLogStore:
         self.reader = QueueReader(self.log, self.state)
         self._acks: dict[int, list[int]] = {}  # acks not logged yet, by queue id
         self._ack_count = 0
+        # HA replication (CLUSTER.md §2.2). The listener is told the log's new end after every
+        # record, so the master's senders wake without polling (it must not raise); retention
+        # keeps every segment ending after the floor, which a slave that is behind streams.
+        self.append_listener: Callable[[int], None] | None = None
+        self.retain_floor: int | None = None
         # Fault-injection seams: how record bytes reach a segment, and how free disk space is
         # read (tests replace them).
         self._write: Writer = write_record
@@ -205,6 +210,8 @@ class CommitLogStore:
             raise self.disk_error(exc) from None
         log_files.write_offset = position + space
         file.wrote = at + space
+        if self.append_listener is not None:
+            self.append_listener(log_files.write_offset)
         return position
 
     def disk_error(self, exc: OSError) -> ResourceError:

@@ -4,7 +4,8 @@ the fsync (creating the next segment and index file ahead of need), checkpoints,
 Retention: a segment is deleted when it holds no live message (every target of every message in
 it was acked or its queue deleted), it is not the active segment, and both kept checkpoints
 start after it (recovery never reads before the older one). So one old un-acked message keeps
-its own segment, not the whole log after it.
+its own segment, not the whole log after it. An HA master also keeps every segment ending after
+`store.retain_floor`: a slave that is behind streams the log contiguously from there.
 
 A full disk: checkpoints are due after `checkpoint_bytes` of log growth, but a store short of
 space (a refused write, a file it could not create ahead, the disk monitor below its limit)
@@ -69,6 +70,9 @@ class Housekeeper:
         """Some segment before the active one has no live message left."""
         log_files = self.store.log
         active = log_files.segment_start(log_files.write_offset)
+        floor = self.store.retain_floor
+        if floor is not None:
+            active = min(active, log_files.segment_start(floor))
         live = self.store.state.ledger.segments
         return any(start < active and not live.get(start) for start in log_files.files)
 
@@ -219,6 +223,9 @@ class Housekeeper:
         if not kept:
             return 0
         boundary = min(c.log_end for c in kept)
+        floor = store.retain_floor
+        if floor is not None:
+            boundary = min(boundary, floor)
         active = store.log.segment_start(store.log.write_offset)
         live = store.state.ledger.segments
         segments = [

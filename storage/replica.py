@@ -15,14 +15,32 @@ recovery are skipped here with `recovery.resync`.
 in the map beyond it until the rest arrives. `written` is the end of the bytes received,
 `applied` the log's end. A crash of the follower loses nothing it cannot get again: recovery
 zeroes the torn tail and the follower asks the master to stream from its log's end.
+
+`truncate_offline(root, config, offset)` cuts a closed store's log back to `offset`, for a
+diverged ex-master (CLUSTER.md §3.3): derived state is never un-applied, so the next open
+rebuilds it by crash replay from the newest checkpoint at or below `offset`.
 """
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
+from herald.core.errors import ConfigError
+from herald.storage.checkpoint import (
+    CHECKPOINT,
+    PREVIOUS,
+    Checkpoint,
+    DataDirLock,
+    abort_marker_exists,
+    read_checkpoints,
+    set_abort_marker,
+    sync_directory,
+    write_checkpoint,
+)
 from herald.storage.commitlog import CommitLogStore
-from herald.storage.mapped_file import MappedFile, pwrite_write
+from herald.storage.commitlog_config import CommitLogConfig
+from herald.storage.mapped_file import MappedFile, MappedFileQueue, pwrite_write
 from herald.storage.record import (
     ALIGN,
     COMMON,
@@ -33,7 +51,7 @@ from herald.storage.record import (
     MessageRecord,
     aligned,
 )
-from herald.storage.recovery import read_at, resync
+from herald.storage.recovery import cut, read_at, resync
 
 log = logging.getLogger(__name__)
 
@@ -173,3 +191,82 @@ class ReplicaWriter:
         )
         self.log.write_offset = file.start + found
         return True
+
+
+def truncate_offline(root: Path, config: CommitLogConfig, offset: int) -> bool:
+    """Cut the log of the store in `root` back to `offset` (a record end), so that its next
+    open holds the state as of `offset` (blocking). The store must be closed: this takes its
+    data-dir lock (ConfigError while it is open).
+
+    Checkpoints past `offset` are dropped and the abort marker set: the open replays the log
+    from the newest checkpoint left up to `offset`. Returns False, changing nothing, when that
+    replay could not rebuild the state: a segment it reads, or one holding a message live at
+    that checkpoint, was reclaimed (the caller resyncs from a snapshot). An offset at or past
+    the log's end cuts nothing. Every step leaves a store that opens consistently (the marker
+    first, then the checkpoints, then the cut), so a crash midway needs only a second call.
+    """
+    if offset < 0:
+        raise ValueError(f"offset {offset} is negative")
+    root = Path(root)
+    if not root.is_dir():
+        return True  # no store: nothing past `offset`
+    lock = DataDirLock(root)
+    lock.acquire()
+    log_files = MappedFileQueue(root / "commitlog", config.segment_size)
+    try:
+        found = read_checkpoints(root)
+        newest = found.newest
+        if newest is not None and newest.segment_size != config.segment_size:
+            raise ConfigError(
+                f"commitlog.segment_size: the data dir {root} was written with segments of "
+                f"{newest.segment_size} bytes, not {config.segment_size}"
+            )
+        clean = not found.fell_back and not abort_marker_exists(root)
+        if clean and newest is not None and newest.log_end <= offset:
+            return True  # a clean open ends the log at the newest checkpoint's offset
+        log_files.load()
+        checkpoints = [c for c in (newest, found.previous) if c is not None]
+        kept = [c for c in checkpoints if c.log_end <= offset]
+        if not _replayable(log_files, kept[0] if kept else None, offset):
+            log.warning("store %s cannot be cut back to %d: segments were reclaimed", root, offset)
+            return False
+        set_abort_marker(root)
+        if len(kept) < len(checkpoints):
+            _keep_only(root, kept[0] if kept else None)
+        before = len(log_files)
+        cut(log_files, offset)
+        segment = log_files.segment_for(offset)
+        if segment is not None:
+            segment.flush()
+        if len(log_files) != before:
+            sync_directory(log_files.directory)
+        log.warning("store %s: the log was cut back to %d", root, offset)
+        return True
+    finally:
+        log_files.close()
+        lock.release()
+
+
+def _replayable(log_files: MappedFileQueue, checkpoint: Checkpoint | None, offset: int) -> bool:
+    """Every segment a replay from `checkpoint` (or from 0) to `offset` reads is there, and so
+    is every segment holding a message live at the checkpoint (it may be live at `offset`)."""
+    size = log_files.size
+    files = log_files.files
+    last = max(files) + size if files else 0
+    start = checkpoint.log_end if checkpoint is not None else 0
+    needed = range(log_files.segment_start(start), min(offset, last), size)
+    if any(s not in files for s in needed):
+        return False
+    live = checkpoint.totals.segments if checkpoint is not None else {}
+    return all(s in files for s, count in live.items() if count)
+
+
+def _keep_only(root: Path, checkpoint: Checkpoint | None) -> None:
+    """Leave `checkpoint` as the only one (none if None). In between, the files on disk hold
+    checkpoints of the log as it was, which is not cut yet."""
+    if checkpoint is None:
+        (root / CHECKPOINT).unlink(missing_ok=True)
+    else:
+        write_checkpoint(root, checkpoint)  # the one it replaces becomes `checkpoint.prev`
+    (root / PREVIOUS).unlink(missing_ok=True)
+    sync_directory(root)
