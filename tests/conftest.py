@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from herald.core.broker import Broker
 from herald.core.embedding import embedded
@@ -15,6 +16,11 @@ from herald.storage.memory import MemoryStore, MemoryStoreData
 
 if TYPE_CHECKING:
     from tests.tls_helpers import PKI
+
+# No per-example deadline: it is a timing assertion, and these machines are shared and noisy
+# (a 10 ms example once took 280 ms under load and failed the run).
+settings.register_profile("herald", deadline=None)
+settings.load_profile("herald")
 
 
 @pytest.fixture
