@@ -2,8 +2,8 @@
 under `P = /herald/<cluster.name>`, with each name in a key percent-encoded whole (a vhost
 "/" is `%2F`, a node "n1@host" is `n1%40host`), so a name can never split a path.
 
-This stage writes `P/nodes/<node>`; the group state, slots and definitions of the later
-stages get their keys here too.
+Nodes write `P/nodes/<node>`; each group keeps its state and its master's claim under
+`P/groups/<group>/` (controller.py); slots and definitions get their keys here too.
 """
 
 from __future__ import annotations
@@ -39,3 +39,19 @@ def node_of(cluster: str, key: str) -> str | None:
     if not key.startswith(prefix) or "/" in key[len(prefix) :]:
         return None
     return unquote(key[len(prefix) :])
+
+
+def groups_prefix(cluster: str, group: str) -> str:
+    """`P/groups/<group>/`: both keys of one group, watched together (with the slash, so
+    group "g1" never covers "g10")."""
+    return f"{cluster_prefix(cluster)}/groups/{part(group)}/"
+
+
+def group_state_key(cluster: str, group: str) -> str:
+    """`P/groups/<group>/state`: epoch, master, sync set; on no lease, so it outlives nodes."""
+    return groups_prefix(cluster, group) + "state"
+
+
+def group_master_key(cluster: str, group: str) -> str:
+    """`P/groups/<group>/master`: the master's claim, on its lease, so it goes when it does."""
+    return groups_prefix(cluster, group) + "master"
