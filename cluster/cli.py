@@ -125,14 +125,15 @@ cluster.add_command(status)
     "--groups",
     type=click.IntRange(1, 64),
     default=None,
-    help="Spread the nodes over this many groups (default: one group per node). Until HA "
-    "replication lands, a group holds one node.",
+    help="Spread the nodes over this many groups (default: 1, a master and its slaves); "
+    "--groups N with --nodes N gives N masters without slaves.",
 )
 @click.option(
     "--replication",
     type=click.Choice(["sync", "async"]),
     default=None,
-    help="cluster.replication of every node (accepted for the HA issue; unused today).",
+    help="cluster.replication of every node: sync confirms once the sync set has a record, "
+    "async after the master's own flush (the default).",
 )
 @click.option(
     "--dir",

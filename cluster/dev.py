@@ -55,17 +55,11 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def group_names(nodes: int, groups: int | None) -> list[str]:
-    """The group of each node: n1, n2, ... spread round-robin over g1..gG (one group per node
-    when `groups` is None). More nodes than groups needs replication, which is not there."""
-    count = nodes if groups is None else groups
+    """The group of each node: n1, n2, ... spread round-robin over g1..gG (one group, all
+    nodes replicating one master, when `groups` is None)."""
+    count = 1 if groups is None else groups
     if count > nodes:
         raise DevError(f"--groups {count} is more than --nodes {nodes}: a group needs a node")
-    if nodes > count:
-        raise DevError(
-            f"{nodes} nodes in {count} group(s) would put more than one node in a group: that "
-            "needs HA replication (the HA issue), which is not there yet; use --groups "
-            f"{nodes} (one node per group) or leave --groups out"
-        )
     return [f"g{(i % count) + 1}" for i in range(nodes)]
 
 

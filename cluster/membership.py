@@ -24,7 +24,7 @@ import json
 import logging
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -35,7 +35,6 @@ from herald.cluster.etcd import EtcdClient, EtcdError, LeaseNotFound
 if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
     from herald.cluster.status import NodeStatus
-    from herald.core.flow import Alarms
 
 log = logging.getLogger("herald.cluster.membership")
 
@@ -44,6 +43,13 @@ RETRY_S = 0.25
 """After a failed renewal, the next try comes this soon (or after TTL/3 if that is sooner)."""
 LEAVE_TIMEOUT_S = 2.0
 """How long a clean stop may spend revoking the lease."""
+
+
+class AlarmSink(Protocol):
+    """Where the `cluster` alarm goes (`herald.core.flow.Alarms`, or the node's, which passes
+    it to whatever broker and gate the node has when it changes)."""
+
+    def set(self, name: str, active: bool) -> None: ...
 
 
 @attrs.define
@@ -79,7 +85,7 @@ class Membership:
         etcd: EtcdClient,
         config: ClusterConfig,
         status: NodeStatus,
-        alarms: Alarms,
+        alarms: AlarmSink,
         describe: Callable[[], Mapping[str, Any]],
     ) -> None:
         self.etcd = etcd
@@ -120,8 +126,7 @@ class Membership:
         try:
             async with trio.open_nursery() as nursery:
                 with trio.move_on_after(self.config.keepalive_interval_s):
-                    if await self.renew():
-                        await self._check_group()
+                    await self.renew()
                 self._update_alarm()
                 nursery.start_soon(self._watch_guard)
                 task_status.started()
@@ -211,29 +216,6 @@ class Membership:
             if scope.cancelled_caught and not self._failing:
                 log.warning("cluster: etcd did not answer within %.3g s; retrying", interval)
                 self._failing = True
-
-    async def _check_group(self) -> None:
-        """Warn about another node claiming the same group: until replication lands (the HA
-        issue), a group is one node, its master."""
-        status = self.status
-        try:
-            found = await self.etcd.range(keys.nodes_prefix(status.cluster), prefix=True)
-        except EtcdError:
-            return  # a warning only: not worth a retry
-        for kv in found.kvs:
-            node = keys.node_of(status.cluster, kv.key.decode(errors="replace"))
-            try:
-                group = json.loads(kv.value).get("group")
-            except (ValueError, AttributeError):
-                continue
-            if node not in (None, status.node) and group == status.group:
-                log.warning(
-                    "cluster %r: node %s is in group %r too; until replication is built each "
-                    "group has one node (set cluster.group)",
-                    status.cluster,
-                    node,
-                    status.group,
-                )
 
     async def _put_key(self) -> None:
         async with self._put_lock:  # one put at a time, so the newest value lands last

@@ -241,7 +241,9 @@ async def _serve(config: HeraldConfig, plugins: Plugins, started: trio.Event) ->
     async with trio.open_nursery() as nursery:
         await nursery.start(_watch_signals, runner)
         broker = await nursery.start(_run_broker, runner, nursery.cancel_scope)
-        for listener in broker.listeners:
+        if broker is None:
+            log.info("no client listener: this node runs without a broker (a cluster slave)")
+        for listener in broker.listeners if broker is not None else ():
             log.info("listening: %s", describe_listener(listener))
         log.info(
             "herald started (node %s, data dir %s)",
@@ -255,7 +257,7 @@ async def _run_broker(
     runner: NodeRunner,
     done: trio.CancelScope,
     *,
-    task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[Broker | None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     await runner.run(task_status=task_status)
     done.cancel()  # the node has stopped: stop watching signals too

@@ -81,6 +81,11 @@ async def embedded(
     async with trio.open_nursery() as nursery:
         broker = await nursery.start(runner.run)
         try:
+            if broker is None:
+                raise ConfigError(
+                    f"embedded(): the node started without a broker ({type(runner).__name__}: "
+                    "a cluster slave serves no client); run it with `herald run` instead"
+                )
             yield broker
         finally:
             runner.stop()

@@ -176,14 +176,15 @@ class NodeRunner(Protocol):
     runner: its `run` reports itself and returns when it has stopped).
 
     - `run(*, task_status)` starts the node; once the node's `Broker` is running with its
-      listeners bound it calls `task_status.started(broker)`; it returns when the node has
+      listeners bound it calls `task_status.started(broker)`, or `started(None)` once it runs
+      without one (a cluster slave serves no client); it returns when the node has
       stopped. It returns too when that broker stops (`broker.stop()`, e.g. by an
       embedder), and it cleans up when cancelled (in shielded `finally` blocks).
     - `stop()` asks the node to stop gracefully (what SIGINT / SIGTERM do); it is
       idempotent, never blocks, and may come before `run` has reported the broker.
     """
 
-    async def run(self, *, task_status: trio.TaskStatus[Broker] = ...) -> None: ...
+    async def run(self, *, task_status: trio.TaskStatus[Broker | None] = ...) -> None: ...
 
     def stop(self) -> None: ...
 

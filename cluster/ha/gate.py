@@ -20,27 +20,17 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Literal
 
-import attrs
 import trio
 
-from herald.core.errors import ReplicationTimeout
-from herald.core.store import (
-    EntryFactory,
-    MetadataValue,
-    QueueRange,
-    QueueTarget,
-    Store,
-    StoredEntry,
-    StoreStatistics,
-)
+from herald.core.errors import NotMaster, ReplicationTimeout
 
 if TYPE_CHECKING:
-    from herald.core.message import CodecRegistry, Message
+    pass
 
-__all__ = ["AckAboveEnd", "GatedStore", "ReplicationGate"]
+__all__ = ["AckAboveEnd", "ReplicationGate"]
 
 Mode = Literal["sync", "async"]
 
@@ -96,6 +86,7 @@ class ReplicationGate:
         self._acked: dict[str, int] = {}
         self._slaves: frozenset[str] = frozenset(sync_set) - {node}
         self._fenced = False
+        self._refusal: NotMaster | None = None
         # Not the local flush: a new master's log may end with records the old one never
         # confirmed. The caller passes what it knows was confirmed (0 if unsure); the rule
         # then raises it as acks come.
@@ -180,8 +171,25 @@ class ReplicationGate:
         Waiters keep waiting and their timeouts keep running."""
         self._fenced = True
 
+    def refuse(self, refusal: NotMaster) -> None:
+        """This node stopped being master (demoted): every waiter, now and later, gets
+        `refusal`, whose text names the new master; nothing more is ever confirmed here."""
+        self._refusal = refusal
+        self._fenced = True
+        for _ticket, _order, waiter in self._heap:
+            waiter.event.set()
+        self._heap.clear()
+        self._dead = 0
+
+    @property
+    def refusal(self) -> NotMaster | None:
+        """Set once the node was demoted (`refuse`)."""
+        return self._refusal
+
     def unfence(self) -> None:
         """The lease is valid again: release whatever the acks now allow."""
+        if self._refusal is not None:
+            return
         self._fenced = False
         self._update()
 
@@ -194,6 +202,8 @@ class ReplicationGate:
         if ticket <= self._confirmed:
             await trio.lowlevel.checkpoint()
             return
+        if self._refusal is not None:
+            raise self._refusal
         waiter = _Waiter(ticket)
         heapq.heappush(self._heap, (ticket, next(self._order), waiter))
         try:
@@ -205,6 +215,8 @@ class ReplicationGate:
                 self._dead += 1
                 if self._dead > 64 and self._dead * 2 > len(self._heap):
                     self._sweep()
+        if self._refusal is not None and ticket > self._confirmed:
+            raise self._refusal
         if not waiter.event.is_set():
             raise ReplicationTimeout(
                 f"replication timeout: record {ticket} not confirmed by the sync replicas"
@@ -243,76 +255,3 @@ class ReplicationGate:
         self._heap = [entry for entry in self._heap if not entry[2].dead]
         heapq.heapify(self._heap)
         self._dead = 0
-
-
-class GatedStore:
-    """Any `Store` whose durability is the gate's confirm: what the kernel sees on a master.
-
-    `durable_ticket` = min(the store's, `gate.confirmed`); `wait_durable` waits for the
-    store's own flush (group commit, unchanged), reports it to the gate, then waits for the
-    confirm, so `sync_timeout` counts from the local flush (§3.1). Build the gate with
-    `log_end=lambda: store.statistics().appended_ticket` or the log's write offset.
-    """
-
-    def __init__(self, store: Store, gate: ReplicationGate) -> None:
-        self.store = store
-        self.gate = gate
-
-    @property
-    def durable_ticket(self) -> int:
-        return min(self.store.durable_ticket, self.gate.confirmed)
-
-    async def wait_durable(self, ticket: int) -> None:
-        await self.store.wait_durable(ticket)
-        self.gate.local_flushed(self.store.durable_ticket)
-        await self.gate.wait_confirmed(ticket)
-
-    def statistics(self) -> StoreStatistics:
-        return attrs.evolve(self.store.statistics(), durable_ticket=self.durable_ticket)
-
-    # -- the rest is the store's own -------------------------------------------------------
-    async def open(self, codecs: CodecRegistry) -> None:
-        await self.store.open(codecs)
-
-    async def close(self) -> None:
-        await self.store.close()
-
-    def load_metadata(self) -> Mapping[str, Mapping[str, MetadataValue]]:
-        return self.store.load_metadata()
-
-    def put_metadata(self, kind: str, key: str, value: MetadataValue | None) -> int:
-        return self.store.put_metadata(kind, key, value)
-
-    def append(self, message: Message, targets: Sequence[QueueTarget]) -> int:
-        return self.store.append(message, targets)
-
-    def ack(self, queue_id: int, queue_offset: int) -> None:
-        self.store.ack(queue_id, queue_offset)
-
-    def note_delivery(self, queue_id: int, queue_offset: int, delivery_count: int) -> None:
-        self.store.note_delivery(queue_id, queue_offset, delivery_count)
-
-    def recover_queue(self, queue_id: int) -> Iterable[StoredEntry]:
-        return self.store.recover_queue(queue_id)
-
-    def queue_next_offset(self, queue_id: int) -> int:
-        return self.store.queue_next_offset(queue_id)
-
-    def queue_ranges(self, queue_id: int, range_size: int) -> Iterable[QueueRange]:
-        return self.store.queue_ranges(queue_id, range_size)
-
-    def read_queue(
-        self,
-        queue_id: int,
-        first_offset: int,
-        last_offset: int,
-        limit: int,
-        make: EntryFactory[Any] = StoredEntry,
-    ) -> list[Any]:
-        return self.store.read_queue(queue_id, first_offset, last_offset, limit, make)
-
-    def delete_queue(self, queue_id: int) -> None:
-        self.store.delete_queue(queue_id)
-
-    def queue_ids(self) -> list[int]:
-        return self.store.queue_ids()

@@ -23,8 +23,11 @@ from herald.cluster.nameserver.registry import EXPIRY_S, SCAN_S, RouteRegistry
 from herald.cluster.nameserver.server import ServerAddress, run_nameserver
 from herald.cluster.node import ClusterNode, running_node
 from herald.core.broker import Broker
+from herald.core.config import load_config
 from herald.core.embedding import embedded
 from herald.core.message import Message, Properties
+from herald.core.plugins import get_plugin_manager
+from tests.ports import free_port
 
 T = TypeVar("T")
 
@@ -37,9 +40,7 @@ def cluster_name() -> str:
     return f"test-{uuid.uuid4().hex[:12]}"
 
 
-@asynccontextmanager
-async def cluster_node(
-    root: Path,
+def node_settings(
     etcd: str | Sequence[str],
     cluster: str,
     node: str = "n1",
@@ -47,9 +48,10 @@ async def cluster_node(
     group: str = "g1",
     nameservers: Sequence[str] = (),
     settings: Sequence[str] = (),
-) -> AsyncIterator[Broker]:
+) -> list[str]:
+    """`KEY=VALUE` settings of a test node: loopback, free ports, TTL 2 s."""
     endpoints = [etcd] if isinstance(etcd, str) else list(etcd)
-    options = [
+    return [
         f"broker.node_name={json.dumps(node)}",
         'store.backend="commitlog"',
         "commitlog.segment_size=1048576",
@@ -63,11 +65,41 @@ async def cluster_node(
         "cluster.lease_guard_s=1",
         f"cluster.nameservers={json.dumps(list(nameservers))}",
         "cluster.register_interval_s=0.5",
-        'cluster.listen="127.0.0.1:25680"',
+        f'cluster.listen="127.0.0.1:{free_port()}"',
         *settings,
     ]
+
+
+@asynccontextmanager
+async def cluster_node(
+    root: Path,
+    etcd: str | Sequence[str],
+    cluster: str,
+    node: str = "n1",
+    *,
+    group: str = "g1",
+    nameservers: Sequence[str] = (),
+    settings: Sequence[str] = (),
+) -> AsyncIterator[Broker]:
+    """A one-node group's master, embedded (it bootstraps its group)."""
+    options = node_settings(
+        etcd, cluster, node, group=group, nameservers=nameservers, settings=settings
+    )
     async with embedded(plugins=["amqp"], data_dir=root / node, settings=options) as broker:
         yield broker
+
+
+def cluster_runner(root: Path, etcd: str, cluster: str, node: str = "n1") -> ClusterNode:
+    """The `ClusterNode` `herald run` would run for these settings, not started."""
+    manager = get_plugin_manager()
+    config = load_config(
+        data={"broker": {"plugins": ["amqp"], "data_dir": str(root / node)}},
+        overrides=node_settings(etcd, cluster, node),
+        plugin_sections=manager.config_sections(),
+    )
+    runner = manager.node_runner(config)
+    assert isinstance(runner, ClusterNode)
+    return runner
 
 
 def node_of(broker: Broker) -> ClusterNode:

@@ -3,7 +3,6 @@ the confirm rule releases, when, and which get `ReplicationTimeout` instead."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -12,12 +11,8 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from herald.cluster.ha.gate import AckAboveEnd, GatedStore, ReplicationGate
+from herald.cluster.ha.gate import AckAboveEnd, ReplicationGate
 from herald.core.errors import ReplicationTimeout
-from herald.core.message import CodecRegistry
-from herald.core.store import QueueTarget, Store
-from herald.storage.memory import MemoryStore, MemoryStoreData
-from tests.store_contract import StoreContract, message
 
 END = 10_000
 
@@ -317,53 +312,3 @@ def test_confirmed_monotonic_and_bounded(
         if mode == "sync":
             for member in gate.sync_set - {"m"}:
                 assert gate.confirmed <= (gate.acked(member) or 0)
-
-
-def gated_memory_store(data: MemoryStoreData | None = None, **gate: Any) -> GatedStore:
-    store = MemoryStore(data)
-    return GatedStore(
-        store,
-        ReplicationGate("m", log_end=lambda: store.statistics().appended_ticket, **gate),
-    )
-
-
-class TestGatedMemoryStore(StoreContract):
-    """The store contract holds through the gate (a one-node sync set confirms local flushes)."""
-
-    def make_store(self, path: Path, *, reopen_from: Store | None = None) -> Store:
-        data = None
-        if reopen_from is not None:
-            assert isinstance(reopen_from, GatedStore)
-            assert isinstance(reopen_from.store, MemoryStore)
-            data = reopen_from.store.data
-        return gated_memory_store(data, sync_set=("m",), min_in_sync_replicas=1)
-
-
-async def test_gated_store_waits_for_the_slave(autojump_clock: trio.abc.Clock) -> None:
-    store = gated_memory_store(sync_set=("m", "a"), sync_timeout=3.0)
-    await store.open(CodecRegistry())
-    first = store.append(message(1), [QueueTarget(1, 0)])
-    second = store.append(message(2), [QueueTarget(1, 1)])
-    assert store.store.durable_ticket == second and store.durable_ticket == 0
-    async with trio.open_nursery() as nursery:
-        out = Outcomes(store.gate, nursery)
-
-        async def publish(name: str, ticket: int) -> None:
-            try:
-                await store.wait_durable(ticket)
-            except ReplicationTimeout:
-                out.ended[name] = ("timeout", trio.current_time())
-            else:
-                out.ended[name] = ("confirmed", trio.current_time())
-
-        nursery.start_soon(publish, "first", first)
-        nursery.start_soon(publish, "second", second)
-        await trio.sleep(1)
-        store.gate.slave_acked("a", first)
-        await settle()
-        assert out.states() == {"first": "confirmed"}
-        assert store.durable_ticket == first
-        assert store.statistics().durable_ticket == first
-    assert out.states() == {"first": "confirmed", "second": "timeout"}
-    assert [e.queue_offset for e in store.recover_queue(1)] == [0, 1]  # nacked, still stored
-    await store.close()

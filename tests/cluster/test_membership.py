@@ -16,7 +16,15 @@ from herald.cluster import keys
 from herald.cluster.etcd import EtcdClient, KeyValue
 from herald.cluster.membership import ALARM, LeaseGuard
 from tests.cluster.harness import EtcdProcess, free_port
-from tests.cluster.nodes import amqp_address, cluster_name, cluster_node, eventually, node_of, until
+from tests.cluster.nodes import (
+    amqp_address,
+    cluster_name,
+    cluster_node,
+    cluster_runner,
+    eventually,
+    node_of,
+    until,
+)
 
 # -- the lease guard ------------------------------------------------------------------------------
 
@@ -73,7 +81,7 @@ async def test_node_key_on_its_lease_and_revoked_at_stop(etcd: EtcdProcess, tmp_
             assert value["node"] == NODE
             assert value["group"] == "g1"
             assert value["role"] == "master"
-            assert value["epoch"] == 0
+            assert value["epoch"] == 1  # the first node of a group bootstraps it at epoch 1
             assert value["addrs"]["amqp"] == amqp_address(broker)
             assert isinstance(value["offset"], int) and value["offset"] >= 0
             lease = await client.call("/v3/lease/timetolive", {"ID": str(kv.lease)})
@@ -142,12 +150,18 @@ async def test_an_expired_lease_is_granted_again_with_the_node_key(
         await until(lambda: ALARM not in broker.alarms.active)
 
 
-async def test_a_node_starts_fenced_while_etcd_is_unreachable(tmp_path: Path) -> None:
+async def test_a_node_takes_no_role_while_etcd_is_unreachable(tmp_path: Path) -> None:
+    """Without etcd nobody can say whether this node is its group's master: it stays fenced,
+    runs no broker and no follower, and stops cleanly when asked."""
     nobody = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    async with cluster_node(tmp_path, nobody, cluster_name()) as broker:
-        membership = node_of(broker).membership
-        assert membership is not None and membership.lease_id == 0
-        assert ALARM in broker.alarms.active
+    node = cluster_runner(tmp_path, nobody, cluster_name())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(node.run)
+        await until(lambda: node.membership is not None and node.alarms.fenced)
+        await trio.sleep(1)  # a few rounds of trying etcd
+        assert node.membership is not None and node.membership.lease_id == 0
+        assert node.broker is None and node.follower is None and node.ha is None
+        node.stop()
 
 
 async def test_a_standalone_broker_runs_no_cluster_service(tmp_path: Path) -> None:

@@ -48,6 +48,8 @@ CONFIRM_TIMEOUT_S = 5.0
 RECONNECT_PAUSE_S = 0.1
 DEADLINE_S = 30.0
 
+Port = int | Callable[[], int]
+
 
 class History:
     """A thread-safe Jepsen history."""
@@ -97,12 +99,21 @@ def delivered(body: bytes) -> tuple[str, str | None]:
 class Worker:
     """A thread of the workload with its own history process name."""
 
+    _port: Port
+
     def __init__(self, history: History, process: str, deadline_s: float) -> None:
         self.history = history
         self.process = process
         self.deadline = time.monotonic() + deadline_s
         self.thread = threading.Thread(target=self._guarded, name=process, daemon=True)
         self.error: BaseException | None = None
+
+    @property
+    def port(self) -> int:
+        """The port to connect to now: a fixed one, or what a callable says (the master of
+        a group, which moves at a failover)."""
+        port = self._port
+        return port() if callable(port) else port
 
     def _guarded(self) -> None:
         try:
@@ -134,7 +145,7 @@ class Publisher(Worker):
     def __init__(
         self,
         history: History,
-        port: int,
+        port: Port,
         queue_name: str,
         run: str,
         index: int,
@@ -144,7 +155,7 @@ class Publisher(Worker):
         deadline_s: float = DEADLINE_S,
     ) -> None:
         super().__init__(history, f"{self.kind}-pub-{index}", deadline_s)
-        self.port, self.queue, self.run_id, self.index = port, queue_name, run, index
+        self._port, self.queue, self.run_id, self.index = port, queue_name, run, index
         self.count, self.pause_s = count, pause_s
         self.connected = False
         self.reconnects = 0
@@ -347,7 +358,7 @@ class Consumer(Worker):
     def __init__(
         self,
         history: History,
-        port: int,
+        port: Port,
         queue_name: str,
         *,
         index: int = 0,
@@ -355,7 +366,7 @@ class Consumer(Worker):
         deadline_s: float = DEADLINE_S,
     ) -> None:
         super().__init__(history, f"{self.kind}-sub-{index}", deadline_s)
-        self.port, self.queue, self.idle_s = port, queue_name, idle_s
+        self._port, self.queue, self.idle_s = port, queue_name, idle_s
         self.stop = threading.Event()
         self.ready = threading.Event()  # subscribed once: publishing may begin
         self.last = time.monotonic()
