@@ -50,6 +50,9 @@ log = logging.getLogger("herald.cluster")
 RANK_DELAY_S = 0.3
 """Each candidate ahead of this node in the ranking delays its campaign this much."""
 DECIDE_RETRY_S = 0.25
+ADDRESS_WAIT_S = 3.0
+"""How long a demoted master waits for the new master's client addresses to tell its
+clients (the new one publishes them once its listeners are bound)."""
 
 
 class Decision(enum.Enum):
@@ -261,7 +264,7 @@ class Roles:
                 demoted = True
                 gate.refuse(replaced)
                 log.warning("cluster: %s", replaced.reply_text)
-                broker.stop()
+                broker.stop(replaced)  # every connection told where the master went
             ha.close()  # before the store closes: the streams read it
             node.ha = None
             await broker.wait_stopped()
@@ -314,23 +317,41 @@ class Roles:
         return False
 
     async def _refusal(self, view: GroupView, state: GroupState) -> NotMaster:
+        """What this node's clients are told at its demotion: the new master, with its
+        client addresses once its node key has them (it publishes them when its listeners
+        are bound: waited for up to `ADDRESS_WAIT_S`, with this node fenced meanwhile)."""
         group = self.node.status.group
-        claim = view.master
-        if claim is None:
+        claim, current = view.master, view.state
+        if claim is not None:
+            successor, epoch = claim.node, claim.epoch
+        elif current is not None and current.master != self.me:  # an operator's promote
+            successor, epoch = current.master, current.epoch
+        else:
             return NotMaster(
                 f"{self.me} is no longer master of {group} (epoch {state.epoch}: its claim expired)"
             )
+        if self.node.ha is not None:
+            self.node.ha.gate.fence()
         addrs: dict[str, str] = {}
+        with trio.move_on_after(ADDRESS_WAIT_S):
+            while not (addrs.keys() - {"cluster"}):
+                addrs = await self._addresses_of(successor)
+                if not (addrs.keys() - {"cluster"}):
+                    await trio.sleep(DECIDE_RETRY_S)
+        return NotMaster(
+            f"{self.me} is no longer master of {group} (epoch {epoch}: {successor})", addrs=addrs
+        )
+
+    async def _addresses_of(self, node: str) -> dict[str, str]:
+        """The client addresses `node` publishes in its node key ({} if unknown)."""
         try:
-            kv = await self.controller.etcd.get(keys.node_key(self.node.config.name, claim.node))
+            kv = await self.controller.etcd.get(keys.node_key(self.node.config.name, node))
             if kv is not None:
-                addrs = {str(k): str(v) for k, v in json.loads(kv.value).get("addrs", {}).items()}
+                found = json.loads(kv.value).get("addrs", {})
+                return {str(k): str(v) for k, v in found.items()}
         except (EtcdError, ValueError, AttributeError):
             pass
-        return NotMaster(
-            f"{self.me} is no longer master of {group} (epoch {claim.epoch}: {claim.node})",
-            addrs=addrs,
-        )
+        return {}
 
     async def _change_sync_set(self, members: frozenset[str]) -> bool:
         state = self.state

@@ -24,7 +24,7 @@ from herald.core import definitions
 from herald.core.any_protocol import serve_any_port
 from herald.core.auth import AccessControl
 from herald.core.connection_deadlines import ConnectionDeadlines
-from herald.core.connections import ConnectionRegistry
+from herald.core.connections import CloseReason, ConnectionRegistry
 from herald.core.definitions import Definitions
 from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
 from herald.core.flow import Alarms, MemoryMonitor, total_memory
@@ -141,6 +141,7 @@ class Broker:
         self.connections = ConnectionRegistry(self)
         self.listeners: list[Listener] = []
         self._stop = trio.Event()
+        self._stop_reason: CloseReason = "broker shutting down"
         self._stopped = trio.Event()
 
     def _make_store(self) -> Store:
@@ -239,8 +240,12 @@ class Broker:
         return swapped
 
     # -- lifecycle -------------------------------------------------------------------------
-    def stop(self) -> None:
-        """Ask the broker to shut down gracefully. Idempotent; never blocks."""
+    def stop(self, reason: CloseReason = "broker shutting down") -> None:
+        """Ask the broker to shut down gracefully. Idempotent; never blocks. `reason` is what
+        connections are closed with: a `NotMaster` at a cluster node's demotion, so each
+        client is told where the master went."""
+        if not self._stop.is_set():
+            self._stop_reason = reason
         self._stop.set()
 
     @property
@@ -295,9 +300,7 @@ class Broker:
             task_status.started(self)
             await self._stop.wait()
             log.info("herald stopping: closing %d connection(s)", len(self.connections))
-            await self.connections.close_all(
-                "broker shutting down", self.config.broker.graceful_timeout
-            )
+            await self.connections.close_all(self._stop_reason, self.config.broker.graceful_timeout)
             listeners.cancel_scope.cancel()
 
     def _recover(self, metadata: Mapping[str, Mapping[str, Any]]) -> None:

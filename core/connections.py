@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
-from herald.core.errors import HeraldError, NotAllowed
+from herald.core.errors import HeraldError, NotAllowed, NotMaster
+
+CloseReason = str | NotMaster
+"""Why the broker closes a connection: text, or `NotMaster` naming where the master went."""
 
 if TYPE_CHECKING:
     from herald.core.broker import Broker
@@ -40,6 +43,7 @@ class Connection:
     id: int
     protocol: str
     peer: str
+    # The session's `close_from_broker`: how the broker asks the protocol to close.
     closer: Callable[[str], None] | None = None
     user: str | None = None
     vhost: str | None = None
@@ -54,9 +58,20 @@ class Connection:
     # connection.blocked); must not block. None: the protocol does not want to know.
     alarms_changed: Callable[[frozenset[str]], None] | None = None
 
-    def close(self, reason: str) -> None:
-        if self.closer is not None:
-            self.closer(reason)
+    def close(self, reason: CloseReason) -> None:
+        """Ask the protocol to close. A `NotMaster` goes to the session's `not_master` when
+        it has one (every built-in protocol: AMQP 320 naming the master, MQTT 5 DISCONNECT
+        0x9C with Server Reference, STOMP ERROR "Not master"), else its text to the closer."""
+        closer = self.closer
+        if closer is None:
+            return
+        if isinstance(reason, NotMaster):
+            not_master = getattr(getattr(closer, "__self__", None), "not_master", None)
+            if not_master is not None:
+                not_master(reason)
+                return
+            reason = reason.reply_text
+        closer(reason)
 
     def __repr__(self) -> str:
         return f"<Connection #{self.id} {self.protocol} {self.peer}>"
@@ -171,7 +186,7 @@ class ConnectionRegistry:
                 except Exception:
                     log.exception("telling %r of the alarms failed", connection)
 
-    async def close_all(self, reason: str, timeout: float) -> bool:
+    async def close_all(self, reason: CloseReason, timeout: float) -> bool:
         """Ask every connection to close; True if all were gone within `timeout` seconds."""
         for connection in list(self._open.values()):
             try:

@@ -48,6 +48,7 @@ from herald.core.errors import (
     KernelError,
     LocalProtocolError,
     NotAllowed,
+    NotMaster,
     RemoteProtocolError,
 )
 from herald.core.session_io import SessionIO
@@ -268,6 +269,16 @@ class Session(CheckedLazily, SessionIO):
             self.fail("Connection closed by the broker", reason)
         else:
             self.finish(reason)
+
+    def not_master(self, exc: NotMaster) -> None:
+        """The node was demoted (`Connection.close` with a `NotMaster`): ERROR "Not master"
+        naming the master's STOMP address, then close."""
+        if self.codec.state in _SENDING:
+            self.fail(
+                kernel_error_message(exc), kernel_error_detail(exc, self.connection.tls is not None)
+            )
+        else:
+            self.finish(exc.reply_text)
 
     def teardown(self) -> None:
         """The connection ended: subscriptions cancelled, unsettled messages requeued, no
