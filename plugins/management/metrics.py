@@ -11,7 +11,9 @@ Scrapes run one at a time.
 
 Series (all prefixed `herald_`): broker totals (connections, queues, consumers, messages,
 published / delivered / acked counters, alarms, store), per queue (labelled vhost, queue),
-per connection (labelled id, protocol, vhost, user).
+per connection (labelled id, protocol, vhost, user), and on a cluster node its cluster and
+replication gauges (`herald_cluster_fenced`; on a master `herald_ha_*`, see
+cluster/api.py).
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
     from herald.plugins.management.rates import Rates
 
 table = EndpointTable("metrics")
+
+LabelledGauge = tuple[str, str, tuple[str, ...], tuple[tuple[tuple[str, ...], float], ...]]
+"""(name, documentation, label names, samples of (label values, value)): a gauge family as
+plain data, as another plugin's code gives it."""
 
 _QUEUE_LABELS = ["vhost", "queue"]
 _CONNECTION_LABELS = ["id", "protocol", "vhost", "user"]
@@ -70,6 +76,19 @@ class Snapshot:
     alarms: tuple[tuple[str, int], ...]
     queues: tuple[tuple[str, str, QueueStatistics], ...]
     connections: tuple[tuple[tuple[str, str, str, str], float, int | None], ...]
+    labelled: tuple[LabelledGauge, ...] = ()
+
+
+def cluster_gauges(broker: Broker) -> tuple[LabelledGauge, ...]:
+    """The cluster node's gauges (cluster/api.py), asked only of a broker whose
+    `[cluster]` is enabled, so a standalone broker imports nothing of the cluster for a
+    scrape. There is no hook for plugins' series; this is its one caller-side seam."""
+    section = broker.config.plugins.get("cluster")
+    if not getattr(section, "enabled", False):
+        return ()
+    from herald.cluster.api import node_gauges
+
+    return node_gauges(broker)
 
 
 def take_snapshot(broker: Broker, rates: Rates) -> Snapshot:
@@ -127,6 +146,7 @@ def take_snapshot(broker: Broker, rates: Rates) -> Snapshot:
         alarms,
         tuple(queues),
         connections,
+        cluster_gauges(broker),
     )
 
 
@@ -156,6 +176,11 @@ class HeraldCollector(Collector):
         for name, active in snapshot.alarms:
             alarm.add_metric([name], active)
         yield alarm
+        for name, documentation, labels, samples in snapshot.labelled:
+            family = GaugeMetricFamily(name, documentation, labels=list(labels))
+            for values, value in samples:
+                family.add_metric(list(values), value)
+            yield family
         yield from self._queue_metrics(snapshot)
         yield from self._connection_metrics(snapshot)
 

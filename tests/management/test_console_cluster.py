@@ -8,6 +8,9 @@ n1's page lists both nodes with the groups, roles, epochs, offsets and addresses
 `/api/cluster`, marks n1 as this node, and shows the name server that did not answer. Both
 nodes store messages first (n2 more), so the offsets are not 0 and differ: the node table's
 `Offset` is each node's as of its last registration, "This node"'s is n1's own, now.
+Each node is the master of its one-node group, so its Replication section shows the group's
+epoch, master and sync set from etcd, its confirm offset and log end, and no slave (a
+group with slaves, and their lag, is tests/cluster/test_ha_status.py's, on real processes).
 Everything listens on 127.0.0.1. A screenshot `console-cluster.png` is kept like the
 overview's.
 """
@@ -114,12 +117,18 @@ def _drive_member(base: str, executable: str, shots: Path) -> dict[str, Any]:
             expect(page.locator("#cluster-offset-note")).to_contain_text(
                 "as of its last registration"
             )
+            expect(page.locator("#cluster-slaves")).to_have_text(
+                "no slave has connected to this master"
+            )
             shot = shots / "console-cluster.png"
             page.screenshot(path=str(shot), full_page=True)
             save_shot(shot)
             tables = page.locator("#view table")
+            replication = page.locator("#cluster-replication")
             found = {
                 "this": tables.nth(0).evaluate(READ_TABLE),
+                "group_state": page.locator("#cluster-group-state").inner_text(),
+                "master": replication.locator("table").nth(0).evaluate(READ_TABLE),
                 "nodes": nodes.locator("table").evaluate(READ_TABLE),
                 "errors": page.locator("#cluster-errors li").all_inner_texts(),
             }
@@ -174,14 +183,37 @@ async def test_cluster_page_of_a_cluster_node(
     # This node's own view, as /api/cluster gives it.
     (this,) = _rows(shown["this"])
     assert (this["Cluster"], this["Node"], this["Group"]) == (cluster, "n1", "g1")
-    assert (
-        (this["Role"], this["Epoch"]) == (answer["role"], str(answer["epoch"])) == ("master", "0")
-    )
+    epoch = answer["epoch"]
+    assert (this["Role"], this["Epoch"]) == ("master", str(epoch)) and epoch >= 1
     assert this["Fenced"] == "no"
     assert this["Offset"] == str(answer["offset"]) and answer["offset"] >= stored["n1"]
     addrs = answer["addrs"]
-    assert this["Client addresses"] == f"amqp {addrs['amqp']}, management {addrs['management']}"
+    assert this["Client addresses"] == (
+        f"amqp {addrs['amqp']}, management {addrs['management']}, cluster {addrs['cluster']}"
+    )
     assert this["Name servers"] == f"{down}, {server.hostport}"
+
+    # Replication: the group's keys as n1 last saw them, and n1's own figures as a master.
+    assert answer["group_state"] == {
+        "epoch": epoch,
+        "master": "n1",
+        "sync_set": ["n1"],
+        "master_addr": addrs["cluster"],
+    }
+    assert answer["master_claim"] == {"node": "n1", "epoch": epoch}
+    replication = answer["replication"]
+    assert replication["slaves"] == {} and replication["sync_set"] == ["n1"]
+    assert replication["epoch"] == epoch and replication["log_end"] >= stored["n1"]
+    assert (
+        shown["group_state"] == f"Group g1 in etcd: epoch {epoch}, master n1 (alive), sync set n1."
+    )
+    (master,) = _rows(shown["master"])
+    assert master == {
+        "Epoch": str(epoch),
+        "Sync set": "n1",
+        "Confirmed offset": str(replication["confirmed"]),
+        "Log end": str(replication["log_end"]),
+    }
 
     # The name server's view: the same groups, nodes, roles, epochs and addresses.
     expected = [
@@ -193,6 +225,7 @@ async def test_cluster_page_of_a_cluster_node(
             "Offset": str(n["offset"]),
             "AMQP": n["addrs"]["amqp"],
             "MANAGEMENT": n["addrs"]["management"],
+            "CLUSTER": n["addrs"]["cluster"],
         }
         for g in answer["view"]["groups"]
         for n in g["nodes"]
@@ -203,7 +236,9 @@ async def test_cluster_page_of_a_cluster_node(
     assert sorted((r["Group"], r["Role"]) for r in rows) == [("g1", "master"), ("g2", "master")]
     offsets = {r["Node"].removesuffix(" (this node)"): int(r["Offset"]) for r in rows}
     assert offsets["n1"] >= stored["n1"] and offsets["n2"] >= stored["n2"]
-    assert list(rows[0]) == ["Group", "Node", "Role", "Epoch", "Offset", "AMQP", "MANAGEMENT"]
+    assert list(rows[0]) == [
+        "Group", "Node", "Role", "Epoch", "Offset", "AMQP", "MANAGEMENT", "CLUSTER",
+    ]  # fmt: skip
 
     # The name server that is down, as /api/cluster reported it.
     assert answer["nameserver"] == server.hostport

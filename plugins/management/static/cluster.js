@@ -1,7 +1,9 @@
 // The Cluster page: what `herald cluster status` prints, from /api/cluster. This node's own
-// view (group, role, epoch, fenced, commit-log offset now, addresses) and, from the first name
-// server that answers, every group and node (role, epoch, last registration, commit-log offset
-// as of that registration, client addresses), this node marked.
+// view (group, role, epoch, fenced, commit-log offset now, addresses), its replication (the
+// group's epoch, master and sync set as etcd last told the node; a master's confirm offset,
+// log end and each slave's ack and lag, now) and, from the first name server that answers,
+// every group and node (role, epoch, last registration, commit-log offset as of that
+// registration, client addresses), this node marked.
 // A broker that is not a cluster node gets a short note on how to make it one.
 
 import { get } from "./api.js";
@@ -46,6 +48,52 @@ function thisNode(c) {
   ], [c]);
 }
 
+const yesNo = (value) => (value ? "yes" : "no");
+
+// The group's keys in etcd, as this node's watch last saw them.
+function groupState(c) {
+  const s = c.group_state;
+  if (!s) return h("p", { id: "cluster-group-state", class: "muted" }, `Group ${c.group} has no state in etcd yet.`);
+  const claim = c.master_claim;
+  const alive = claim && claim.node === s.master
+    ? "alive"
+    : h("span", { class: "bad" }, claim ? `not alive (the claim is ${claim.node}'s)` : "not alive (no claim: an election is due)");
+  return h("p", { id: "cluster-group-state" },
+    `Group ${c.group} in etcd: epoch ${s.epoch}, master ${s.master} (`, alive, `), sync set ${s.sync_set.join(", ")}.`);
+}
+
+// A master's replication now: its confirm offset and log end, then one row per slave.
+function masterReplication(r) {
+  const slaves = Object.entries(r.slaves).map(([node, s]) => ({ node, ...s }))
+    .sort((a, b) => a.node.localeCompare(b.node));
+  return [
+    table([
+      ["Epoch", (x) => x.epoch, "num"], ["Sync set", (x) => x.sync_set.join(", ")],
+      ["Confirmed offset", (x) => x.confirmed, "num"], ["Log end", (x) => x.log_end, "num"],
+    ], [r]),
+    h("div", { id: "cluster-slaves" }, table([
+      ["Slave", (s) => s.node], ["Connected", (s) => yesNo(s.connected)],
+      ["In sync set", (s) => (s.in_sync ? "yes" : h("span", { class: "bad" }, "no"))],
+      ["Acked", (s) => s.acked, "num"], ["Lag (bytes)", (s) => s.lag_bytes, "num"],
+      ["Lag (ms)", (s) => text(s.lag_ms), "num"], // null: disconnected, or never caught up
+    ], slaves, "no slave has connected to this master")),
+  ];
+}
+
+function slaveReplication(r) {
+  return table([
+    ["Master", (x) => x.master || "-"], ["Applied", (x) => x.applied, "num"], ["Flushed", (x) => x.flushed, "num"],
+    ["Master's confirm offset", (x) => x.confirm_offset, "num"], ["Truncations", (x) => x.truncations, "num"],
+    ["Problem", (x) => x.problem || "-"],
+  ], [r]);
+}
+
+function replication(c) {
+  const r = c.replication || {};
+  const now = r.slaves ? masterReplication(r) : r.applied !== undefined ? slaveReplication(r) : [];
+  return h("section", { id: "cluster-replication" }, h("h2", {}, "Replication"), groupState(c), now);
+}
+
 // One row per node of this node's cluster, groups in the name server's order (as the CLI's
 // table; a name server may serve other clusters too).
 const ownGroups = (c) => c.view.groups.filter((g) => g.cluster === c.cluster);
@@ -65,7 +113,7 @@ function nodeTable(c) {
 }
 
 function member(c) {
-  const out = [h("section", {}, h("h2", {}, "This node"), thisNode(c))];
+  const out = [h("section", {}, h("h2", {}, "This node"), thisNode(c)), replication(c)];
   if (c.nameserver_errors.length) {
     out.push(h("div", { id: "cluster-errors", class: "error" },
       h("p", {}, c.view ? "Name servers that did not answer:" : "No name server answered:"),
