@@ -55,7 +55,8 @@ import psutil
 from _common import Address, cpu_seconds, header, medians
 from amqp_throughput import run as amqp_run
 
-from herald.cluster.dev import free_port, node_config
+from herald.cluster.dev import node_config
+from herald.core.ports import free_port
 
 HERALD = [sys.executable, "-m", "herald.core.cli"]
 NODES = 3

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ import attrs
 import httpx
 
 from herald.core.errors import HeraldError
+from herald.core.ports import free_port
 
 HERALD = [sys.executable, "-m", "herald.core.cli"]
 LOOPBACK = "127.0.0.1"
@@ -45,13 +45,6 @@ PROTOCOLS = ("amqp", "mqtt", "stomp", "management")
 
 class DevError(HeraldError):
     """`herald cluster dev` cannot go on; the message says why."""
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """A port free on `host` now (bound at once by the child it is for)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def group_names(nodes: int, groups: int | None) -> list[str]:

@@ -190,7 +190,9 @@ class Roles:
                 nursery.start_soon(follower.run, self._master_to_follow)
                 self._report(task_status, None)
                 while not node.stopping and not self._may_campaign(node.view):
-                    await node.wait_view()
+                    view = await node.wait_view()
+                    if view is not None and view.state is not None:
+                        node.status.set_role(Role.SLAVE, view.state.epoch)  # the group's term
                     address = node.master_address()
                     if follower.streaming_from and address != follower.streaming_from:
                         follower.restream()  # the group names another master now

@@ -363,6 +363,7 @@ class HAMaster:
     async def upkeep(self) -> None:
         now = trio.current_time()
         gate = self.gate
+        gate.local_flushed(self.store.local_durable)  # the confirm offset moves without waiters too
         if gate.refusal is None:
             wanted = self.wanted_sync_set(now)
             # etcd first, then the gate

@@ -405,6 +405,19 @@ class DevCluster:
         entry = next(n for n in self.info["nodes"] if n["name"] == name)
         return NodeProcess.adopt(name, entry["pid"], Path(entry["config"]), Path(entry["log"]))
 
+    def status(self, timeout: float = WAIT_S) -> dict[str, Any]:
+        """`herald cluster status --dir ROOT --json`, as a test reads it."""
+        done = subprocess.run(
+            [*HERALD, "cluster", "status", "--dir", str(self.root), "--json"],
+            capture_output=True,
+            text=True,
+            env=herald_env(),
+            timeout=timeout,
+        )
+        assert done.returncode == 0, done.stderr
+        view: dict[str, Any] = json.loads(done.stdout)
+        return view
+
     def pids(self) -> list[int]:
         """Every process it started (nodes, name server, etcd)."""
         found = [n["pid"] for n in self.info.get("nodes", [])]

@@ -29,7 +29,6 @@ Every wait is a hang guard on a condition, never a timing assertion.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -42,13 +41,11 @@ import pytest
 from herald.cluster import keys
 from tests.cluster.checker import check, report
 from tests.cluster.harness import (
-    HERALD,
     DevCluster,
     EtcdProcess,
     NodeProcess,
     cluster_view,
     etcd_get,
-    herald_env,
     node_names,
     wait_until,
 )
@@ -121,16 +118,7 @@ class Node:
 
     def status(self) -> dict[str, Any]:
         """`herald cluster status --dir D --json`."""
-        done = subprocess.run(
-            [*HERALD, "cluster", "status", "--dir", str(self.dev.root), "--json"],
-            capture_output=True,
-            text=True,
-            env=herald_env(),
-            timeout=HANG_GUARD_S,
-        )
-        assert done.returncode == 0, done.stderr
-        view: dict[str, Any] = json.loads(done.stdout)
-        return view
+        return self.dev.status(HANG_GUARD_S)
 
 
 def one_node_cluster(root: Path, etcd_url: str, real_etcd: str) -> Node:
