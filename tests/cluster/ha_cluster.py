@@ -1,24 +1,26 @@
 """A replicated group on real processes for the HA tests: `herald cluster dev --nodes N` (one
 group, a master and its slaves) on the session's etcd, with the group's keys read straight
 from etcd (`state`, `wait_state`) and each node's client ports from cluster.json, so a
-workload can follow the master (`master_port`) across failovers.
+workload can follow the master (`master_port`) across failovers. `GroupWatch` reads the same
+keys on one etcd connection, for loops that ask for the master through many failovers.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from herald.cluster import keys
 from tests.cluster.harness import (
-    HERALD,
     DevCluster,
+    HarnessError,
     NodeProcess,
     etcd_get,
-    herald_env,
     wait_until,
 )
 from tests.cluster.nodes import cluster_name
@@ -120,16 +122,7 @@ class HACluster:
 
     def status(self) -> dict[str, Any]:
         """`herald cluster status --dir D --json`."""
-        done = subprocess.run(
-            [*HERALD, "cluster", "status", "--dir", str(self.dev.root), "--json"],
-            capture_output=True,
-            text=True,
-            env=herald_env(),
-            timeout=WAIT_S,
-        )
-        assert done.returncode == 0, done.stderr
-        view: dict[str, Any] = json.loads(done.stdout)
-        return view
+        return self.dev.status(WAIT_S)
 
 
 def status_master(view: dict[str, Any]) -> str | None:
@@ -141,3 +134,118 @@ def status_master(view: dict[str, Any]) -> str | None:
         if node.get("role") == "master"
     ]
     return max(masters)[1] if masters else None
+
+
+class GroupWatch:
+    """The group's keys (state and claim), read every `interval` s by a thread of its own on one
+    etcd client (one kept-alive connection), for workloads and nemeses that ask for the master
+    all the time (`master_port`, `wait_state`) across many failovers.
+
+    `HACluster.state()` / `claim()` open and close an etcd connection per call, and a closed
+    client connection keeps its ephemeral port in TIME_WAIT for 60 s. `herald cluster dev`
+    gives its nodes ports from the ephemeral range, so while a node is down such a socket can
+    take one of its ports, and the node's restart on the same config then fails with "Address
+    already in use" (SO_REUSEADDR does not help against a client socket). Polling on fresh
+    connections through every failover makes that likely; one connection does not.
+
+    `wait_state` also watches `alive` (nodes that must stay up meanwhile): one that exits ends
+    the wait at once with the tail of its log, instead of at the hang guard.
+    """
+
+    def __init__(self, group: HACluster, interval: float = 0.05) -> None:
+        self.group = group
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._latest: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None)
+        self._reads = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="group-watch", daemon=True)
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> GroupWatch:
+        self._thread.start()
+        wait_until(lambda: self._reads or self.error, "the group watch's first read", WAIT_S)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+
+    def _run(self) -> None:
+        try:
+            trio.run(self._poll)
+        except BaseException as exc:  # surfaced by the waits
+            self.error = exc
+
+    async def _poll(self) -> None:
+        from herald.cluster.etcd import EtcdClient
+
+        state_key = keys.group_state_key(self.group.cluster, GROUP)
+        claim_key = keys.group_master_key(self.group.cluster, GROUP)
+        async with EtcdClient(self.group.etcd) as client:
+            while not self._stop.is_set():
+                try:
+                    state, claim = await client.get(state_key), await client.get(claim_key)
+                except Exception:  # etcd away for a moment: keep the last answer
+                    await trio.sleep(self.interval)
+                    continue
+                latest = tuple(
+                    None if kv is None else dict(json.loads(kv.value)) for kv in (state, claim)
+                )
+                with self._lock:
+                    self._latest = (latest[0], latest[1])
+                    self._reads += 1
+                await trio.sleep(self.interval)
+
+    def current(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The last (state, claim) read."""
+        if self.error is not None:
+            raise HarnessError(f"the group watch failed: {self.error!r}") from self.error
+        with self._lock:
+            return self._latest
+
+    def wait_state(
+        self,
+        condition: Callable[[dict[str, Any]], bool],
+        what: str,
+        timeout: float = WAIT_S,
+        alive: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """As `HACluster.wait_state`, on the watch's reads (never older than the last return)."""
+
+        def probe() -> dict[str, Any] | None:
+            for node in alive:
+                if not self.group.processes[node].running:
+                    tail = self.group.log_of(node)[-3000:]
+                    raise HarnessError(f"{node} exited while waiting for {what}:\n{tail}")
+            state, claim = self.current()
+            if state is None or claim is None or claim["node"] != state["master"]:
+                return None
+            return state if condition(state) else None
+
+        return wait_until(probe, what, timeout)
+
+    def wait_full_sync_set(
+        self, timeout: float = WAIT_S, alive: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        size = len(self.group.processes)
+        return self.wait_state(
+            lambda s: len(s["sync_set"]) == size, f"a sync set of {size}", timeout, alive
+        )
+
+    def wait_new_master(
+        self, old: str, timeout: float = WAIT_S, alive: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        return self.wait_state(
+            lambda s: s["master"] != old, f"a master other than {old}", timeout, alive
+        )
+
+    def master_port(self, protocol: str = "amqp") -> Callable[[], int]:
+        """As `HACluster.master_port`, from the watch's last read."""
+        first = self.group.port(self.group.dev.info["nodes"][0]["name"], protocol)
+
+        def port() -> int:
+            state, _claim = self._latest
+            return first if state is None else self.group.port(state["master"], protocol)
+
+        return port
