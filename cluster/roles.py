@@ -55,6 +55,11 @@ ADDRESS_WAIT_S = 3.0
 clients (the new one publishes them once its listeners are bound)."""
 
 
+AGAIN = object()
+"""`_decide`: the group changed under this node (a bootstrap or election lost): decide again
+at once, not after a wait (the winner's claim is there to follow)."""
+
+
 class Decision(enum.Enum):
     MASTER = "master"
     SLAVE = "slave"
@@ -110,11 +115,13 @@ class Roles:
             try:
                 view = await self.controller.read()
                 decision = await self._decide(view, lease)
-            except EtcdError as exc:
-                log.info("cluster: cannot read the group from etcd (%s); retrying", exc)
+            except (EtcdError, ValueError) as exc:  # ValueError: the group moved under a txn
+                log.info("cluster: cannot decide a role yet (%s); retrying", exc)
                 await trio.sleep(DECIDE_RETRY_S)
                 continue
-            if decision is not None:
+            if decision is AGAIN:
+                continue
+            if isinstance(decision, tuple):
                 if decision[0] is Decision.MASTER:
                     node.claim_lease = lease
                 return decision
@@ -123,7 +130,9 @@ class Roles:
 
     async def _decide(
         self, view: GroupView, lease: int
-    ) -> tuple[Decision, GroupState | None] | None:
+    ) -> tuple[Decision, GroupState | None] | object | None:
+        """A decision; AGAIN: decide again at once (the group just changed); None: wait for
+        the group to change."""
         me, address = self.me, self.node.cluster_address
         state, claim = view.state, view.master
         if state is None:
@@ -131,7 +140,7 @@ class Roles:
             if won is not None:
                 log.info("cluster: %s bootstraps group %r (epoch 1)", me, self.node.status.group)
                 return Decision.MASTER, won
-            return None
+            return AGAIN  # another node bootstrapped it: follow it now
         if claim is not None:
             if claim.node != me:
                 return Decision.SLAVE, None
@@ -145,14 +154,16 @@ class Roles:
             await trio.sleep(rank * RANK_DELAY_S)
             view = await self.controller.read()
             if view.master is not None or view.state is None:
-                return None
+                return AGAIN  # someone won meanwhile: follow at once
+            if me not in view.state.sync_set:
+                return Decision.SLAVE, None  # the winner died, and its sync set is itself
         won = await self.controller.campaign(view, lease, address)
         if won is not None:
             log.warning(
                 "cluster: %s elected master of %r (epoch %d)", me, self.node.status.group, won.epoch
             )
             return Decision.MASTER, won
-        return None
+        return AGAIN  # lost: the winner's claim is there to follow
 
     async def _rank(self, state: GroupState) -> int:
         """How many other electable nodes have a more durable log than this one (by their
