@@ -27,9 +27,8 @@ restarted node's rejoin. These figures are reported, never asserted (no timing a
 every wait is a hang guard on a condition. `HERALD_CLUSTER_SEED` replays a seed's schedule.
 
 The group is watched on one etcd connection (`GroupWatch`), and every wait also watches the
-nodes that must be up: one that exits (e.g. a promoted slave that cannot bind a client port:
-`herald cluster dev` draws its ports from the kernel's ephemeral range, which client sockets
-share) fails the wait at once with the tail of its log.
+nodes that must be up: one that exits (e.g. a promoted slave that cannot bind a client port)
+fails the wait at once with the tail of its log.
 """
 
 from __future__ import annotations
