@@ -141,10 +141,14 @@ class CommitLogStore:
             self._lock.release()
             raise
 
-    async def close(self) -> None:
-        """Flush, checkpoint, reclaim, and remove the abort marker (a clean stop)."""
+    async def close(self, *, checkpoint: bool = True) -> None:
+        """Flush, checkpoint, reclaim, and remove the abort marker (a clean stop).
+
+        `checkpoint=False`: close without a new checkpoint, leaving the abort marker (the next
+        open replays from the last checkpoint): an HA slave about to cut its log back keeps
+        its older checkpoints below the cut instead of writing one past it."""
         group = self.require_open()
-        clean = group.error is None
+        clean = group.error is None and checkpoint
         try:
             if clean:
                 await self.checkpoint()

@@ -137,17 +137,21 @@ class Follower:
         await trio.to_thread.run_sync(self.epochs.truncate_after, store.log.write_offset)
         writer = ReplicaWriter(store)
         self.store, self.writer, self.flushed = store, writer, store.durable_ticket
+        truncating = False
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(store.run_flusher)
                 yield writer
                 nursery.cancel_scope.cancel()
+        except* Truncate:
+            truncating = True  # no checkpoint past the cut: keep the ones below it
+            raise
         finally:
             with trio.CancelScope(shield=True):
                 self.flushed = writer.applied
                 writer.discard_tail()
                 self.store = self.writer = None
-                await store.close()
+                await store.close(checkpoint=not truncating)
 
     async def _truncate(self, offset: int) -> None:
         log.warning("HA: %s cuts its log at %d to follow its master", self.node, offset)
