@@ -54,6 +54,13 @@ class HACluster:
         )  # fmt: skip
         self.processes: dict[str, NodeProcess] = {}
 
+    def __enter__(self) -> HACluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
     def start(self) -> None:
         self.dev.start(WAIT_S)
         for entry in self.dev.info["nodes"]:

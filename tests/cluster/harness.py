@@ -226,8 +226,10 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def wait_until(probe: Callable[[], T | None], what: str, timeout: float = WAIT_S) -> T:
-    """Poll `probe` until it returns something truthy (bounded, not timed)."""
+def wait_until(
+    probe: Callable[[], T | None], what: str, timeout: float = WAIT_S, poll: float = 0.05
+) -> T:
+    """Poll `probe` every `poll` s until it returns something truthy (bounded, not timed)."""
     deadline = time.monotonic() + timeout
     while True:
         found = probe()
@@ -235,7 +237,7 @@ def wait_until(probe: Callable[[], T | None], what: str, timeout: float = WAIT_S
             return found
         if time.monotonic() > deadline:
             raise HarnessError(f"{what}: not after {timeout} s")
-        time.sleep(0.05)
+        time.sleep(poll)
 
 
 def cluster_view(nameserver: str, timeout: float = 2.0) -> dict[str, Any] | None:

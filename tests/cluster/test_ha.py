@@ -25,12 +25,8 @@ QUEUE = "ha"
 
 @pytest.fixture
 def group(tmp_path: Path, etcd: EtcdProcess) -> Iterator[HACluster]:
-    cluster = HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync")
-    cluster.start()
-    try:
+    with HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def publish_confirmed(port: int, count: int, first: int = 0) -> list[str]:

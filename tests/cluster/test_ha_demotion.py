@@ -35,12 +35,8 @@ USE_ANOTHER_SERVER = 0x9C
 
 @pytest.fixture
 def group(tmp_path: Path, etcd: EtcdProcess) -> Iterator[HACluster]:
-    cluster = HACluster(tmp_path, etcd.endpoint, nodes=2, replication="sync")
-    cluster.start()
-    try:
+    with HACluster(tmp_path, etcd.endpoint, nodes=2, replication="sync") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def promote(cluster: HACluster, node: str) -> None:

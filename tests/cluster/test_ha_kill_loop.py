@@ -343,22 +343,14 @@ def lost_per_kill(
 
 @pytest.fixture
 def sync_group(tmp_path: Path, etcd: EtcdProcess) -> Iterator[HACluster]:
-    cluster = HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync")
-    cluster.start()
-    try:
+    with HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 @pytest.fixture
 def async_group(tmp_path: Path, etcd: EtcdProcess) -> Iterator[HACluster]:
-    cluster = HACluster(tmp_path, etcd.endpoint, nodes=3, replication="async")
-    cluster.start()
-    try:
+    with HACluster(tmp_path, etcd.endpoint, nodes=3, replication="async") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def the_master(state: dict[str, Any]) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,8 +35,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from herald.cluster import keys
 from herald.cluster.etcd import EtcdClient
 from herald.core.cli import main
+from tests.cluster import harness
 from tests.cluster.ha_cluster import GROUP, WAIT_S, HACluster, status_master
-from tests.cluster.harness import EtcdProcess, HarnessError, free_port
+from tests.cluster.harness import EtcdProcess, free_port
 from tests.cluster.test_ha import drain, publish_confirmed
 
 T = TypeVar("T")
@@ -51,24 +51,13 @@ READ_TABLE = """(table) => [
 
 @pytest.fixture
 def group(tmp_path: Path, etcd: EtcdProcess) -> Iterator[HACluster]:
-    cluster = HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync")
-    cluster.start()
-    try:
+    with HACluster(tmp_path, etcd.endpoint, nodes=3, replication="sync") as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def wait_until(probe: Callable[[], T | None], what: str, timeout: float = WAIT_S) -> T:
-    """Poll `probe` every `POLL_S` until it returns something truthy (a hang guard)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise HarnessError(f"{what}: not after {timeout} s")
-        time.sleep(POLL_S)
+    """`harness.wait_until`, polling every `POLL_S`."""
+    return harness.wait_until(probe, what, timeout, POLL_S)
 
 
 def group_keys(group: HACluster) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
