@@ -57,8 +57,9 @@ import pika
 import pika.exceptions
 import psutil
 from _common import header
+from _ha_group import Group, dev_group, group_keys, settled
 from cluster_overhead import HERALD, Interrupted, spawn, stop_all
-from ha_throughput import Group, dev_group, echo, group_keys, interrupt, settled
+from ha_throughput import echo, interrupt
 
 NODES = 3
 QUEUE = "failover"
