@@ -14,9 +14,11 @@ management API's message browser all see the store they know) with three differe
   comes back with a delivery count of at least 1, so it is delivered flagged redelivered:
   it may have been delivered by the previous master without the ack reaching this log
   (RabbitMQ flags every message it recovers the same way);
-- once the node is demoted (`gate.refuse`), every write raises the gate's `NotMaster`, whose
+- once the node is demoted (`gate.refuse`), a publish raises the gate's `NotMaster`, whose
   text names the new master: a publisher is told where to go instead of being confirmed by a
-  node whose tail the new master will never have.
+  node whose tail the new master will never have. Other records (acks, a closing MQTT
+  session's cleanup, as connections close) still reach the local log: nothing confirms them,
+  and the node cuts them when it follows the new master.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from herald.cluster.ha.epochs import EpochFile
     from herald.cluster.ha.gate import ReplicationGate
     from herald.core.message import CodecRegistry, Message
-    from herald.core.store import MetadataValue, QueueTarget
+    from herald.core.store import QueueTarget
     from herald.storage.commitlog_config import CommitLogConfig
 
 
@@ -120,7 +122,3 @@ class ReplicatedCommitLogStore(CommitLogStore):
     def append(self, message: Message, targets: Sequence[QueueTarget]) -> int:
         self._refuse_if_demoted()
         return super().append(message, targets)
-
-    def put_metadata(self, kind: str, key: str, value: MetadataValue | None) -> int:
-        self._refuse_if_demoted()
-        return super().put_metadata(kind, key, value)

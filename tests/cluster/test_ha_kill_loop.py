@@ -215,11 +215,13 @@ def kill_loop(
     kills: int,
     interval: tuple[float, float],
     victim: Callable[[dict[str, Any]], str],
+    pause: bool = False,
 ) -> list[Failover]:
     """Kill -9 `victim(state)` `kills` times, one kill every `interval` s (seeded); after each,
     wait for the group to notice (a master kill: a new master elected; a slave kill: it left
     the sync set), restart it, and wait until it is back in a full sync set. Then wait for
-    PROGRESS more confirms and halt the publishers."""
+    PROGRESS more confirms and halt the publishers. `pause`: SIGSTOP instead of kill -9, and
+    SIGCONT instead of the restart (the paused master resumes past its lease and demotes)."""
     history = load.history
     wait_until(lambda: load.oks() >= PROGRESS, "publishing before the first kill", WAIT_S)
     failovers: list[Failover] = []
@@ -230,7 +232,10 @@ def kill_loop(
         node = victim(state)
         next_kill = time.monotonic() + rng.uniform(*interval)
         failover = Failover(node, mark(history, "kill", node), state["epoch"])
-        group.processes[node].kill()
+        if pause:
+            group.processes[node].pause()
+        else:
+            group.processes[node].kill()
         others = [n for n in group.processes if n != node]  # a node that exits ends the wait
         if node == state["master"]:
             after = watch.wait_new_master(node, alive=others)
@@ -239,8 +244,11 @@ def kill_loop(
             after = watch.wait_state(without(node), f"{node} out of the sync set", alive=others)
             failover.left = now(history)
         failover.master_after, failover.epoch_after = after["master"], after["epoch"]
-        failover.restarted = mark(history, "restart", node)
-        group.processes[node].start()
+        failover.restarted = mark(history, "resume" if pause else "restart", node)
+        if pause:
+            group.processes[node].resume()
+        else:
+            group.processes[node].start()
         watch.wait_full_sync_set(alive=list(group.processes))  # the restarted one back in it
         failover.rejoined = now(history)
         failovers.append(failover)
@@ -363,11 +371,12 @@ def run_loop(
     kills: int,
     interval: tuple[float, float],
     victim: Callable[[random.Random], Callable[[dict[str, Any]], str]],
+    pause: bool = False,
 ) -> tuple[Result, dict[str, Any], Workload]:
     """Workload + kill loop + drains; the checker's result, the figures (printed as one JSON
     line with the result) and the workload."""
     with GroupWatch(group) as watch:
-        return watched_loop(group, watch, test, kills, interval, victim)
+        return watched_loop(group, watch, test, kills, interval, victim, pause)
 
 
 def watched_loop(
@@ -377,6 +386,7 @@ def watched_loop(
     kills: int,
     interval: tuple[float, float],
     victim: Callable[[random.Random], Callable[[dict[str, Any]], str]],
+    pause: bool = False,
 ) -> tuple[Result, dict[str, Any], Workload]:
     chosen = seed()
     rng = random.Random(chosen)
@@ -387,7 +397,9 @@ def watched_loop(
 
     def nemesis() -> None:
         try:
-            failovers.extend(kill_loop(group, watch, load, rng, kills, interval, victim(rng)))
+            failovers.extend(
+                kill_loop(group, watch, load, rng, kills, interval, victim(rng), pause)
+            )
         finally:
             load.halt()
 
@@ -449,6 +461,19 @@ def test_sync_master_kill_loop(sync_group: HACluster) -> None:
 @pytest.mark.slow
 def test_sync_master_kill_loop_100(sync_group: HACluster) -> None:
     master_kill_loop(sync_group, 100, "sync-master-kill-loop-100")
+
+
+def test_sync_master_paused_past_its_lease(sync_group: HACluster) -> None:
+    """Scenario 6: SIGSTOP of the master until a new one is elected, then SIGCONT, twice. The
+    resumed master is fenced (its lease guard ran out while it was stopped), sees the new
+    master's claim, demotes and follows it, cutting what it alone held: lost = 0."""
+    result, figures, load = run_loop(
+        sync_group, "sync-master-paused", 2, (6.0, 10.0), lambda rng: the_master, pause=True
+    )
+    assert_nothing_lost(result, figures, load)
+    for failover in figures["failovers"]:
+        assert failover["master_after"] != failover["node"], failover
+        assert failover["epoch"][1] > failover["epoch"][0], failover
 
 
 def test_sync_slave_kill_loop(sync_group: HACluster) -> None:
