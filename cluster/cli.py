@@ -198,6 +198,14 @@ cluster.add_command(status)
 @click.option(
     "--start-timeout-s", type=_seconds, default=60.0, show_default=True, help="Hang guard."
 )
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="SECTION.KEY=VALUE",
+    help="A setting for every node's config file (repeatable), e.g. "
+    "commitlog.segment_size=16777216.",
+)
 def dev(root: Path, **kwargs: Any) -> None:
     """Run etcd, a name server and N nodes on loopback until Ctrl-C or SIGTERM.
 
@@ -205,10 +213,12 @@ def dev(root: Path, **kwargs: Any) -> None:
     the name server and each node's AMQP/MQTT/STOMP/management/cluster ports are), prints
     the same as a table, and on Ctrl-C or SIGTERM stops every process it started.
     """
-    from herald.cluster.dev import DevOptions, group_names, run_dev
+    from herald.cluster.dev import DevOptions, group_names, parse_setting, run_dev
 
     options = DevOptions(root=root, **kwargs)
     group_names(options.nodes, options.groups)  # refuse before anything starts
+    for setting in options.settings:
+        parse_setting(setting)
     run_dev(options, lambda line: click.echo(line, err=True), click.echo)
 
 

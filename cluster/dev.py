@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,20 @@ PROTOCOLS = ("amqp", "mqtt", "stomp", "management")
 
 class DevError(HeraldError):
     """`herald cluster dev` cannot go on; the message says why."""
+
+
+def parse_setting(text: str) -> tuple[str, str, Any]:
+    """`commitlog.segment_size=16777216` -> ("commitlog", "segment_size", 16777216); the
+    value is TOML (a bare word is taken as a string)."""
+    name, sep, raw = text.partition("=")
+    section, dot, key = name.strip().partition(".")
+    if not (sep and dot and section and key and "." not in key):
+        raise DevError(f"--set {text!r}: expected SECTION.KEY=VALUE")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return section, key, value
 
 
 def group_names(nodes: int, groups: int | None) -> list[str]:
@@ -180,6 +195,8 @@ class DevOptions:
     nameserver_expiry_s: float = 120.0
     log_level: str = "warning"
     start_timeout_s: float = 60.0
+    settings: tuple[str, ...] = ()
+    """`SECTION.KEY=VALUE` (a TOML value) for every node's config, as `herald run --set`."""
 
 
 @attrs.define
@@ -315,6 +332,9 @@ class DevCluster:
         }
         if options.replication is not None:
             sections["cluster"]["replication"] = options.replication
+        for setting in options.settings:
+            section, key, value = parse_setting(setting)
+            sections.setdefault(section, {})[key] = value
         config.write_text(node_config(sections))
         child = Child(name, [*HERALD, "run", "--config", str(config)], self.root / f"{name}.log")
         child.start()

@@ -31,6 +31,7 @@ TIMERS = (
     "--nameserver-expiry-s", "2",
     "--nameserver-scan-s", "0.5",
     "--log-level", "info",
+    "--set", "commitlog.segment_size=8388608",  # 8 MiB: each node makes its segments ahead
 )  # fmt: skip
 WAIT_S = 60.0
 """A hang guard for failovers and catch-ups on a loaded 2-core box, never a timing assertion."""

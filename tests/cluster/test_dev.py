@@ -27,6 +27,7 @@ import pytest
 import stomp
 from click.testing import CliRunner
 
+from herald.cluster.dev import parse_setting
 from herald.core.cli import main
 from tests.cluster.harness import (
     HERALD,
@@ -217,4 +218,22 @@ def test_more_groups_than_nodes_is_refused(tmp_path: Path) -> None:
     )
     assert result.exit_code == 2
     assert "--groups 3 is more than --nodes 2" in result.output
+    assert not (tmp_path / "D").exists()  # refused before anything started
+
+
+def test_set_writes_every_nodes_config_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    assert parse_setting("commitlog.segment_size=8388608") == (
+        "commitlog",
+        "segment_size",
+        8388608,
+    )
+    assert parse_setting('amqp.host="127.0.0.2"') == ("amqp", "host", "127.0.0.2")
+    assert parse_setting("broker.log_level=info") == ("broker", "log_level", "info")
+    result = CliRunner().invoke(
+        main,
+        ["cluster", "dev", "--nodes", "1", "--set", "nokey=1", "--dir", str(tmp_path / "D")],
+        prog_name="herald",
+    )
+    assert result.exit_code == 2
+    assert "expected SECTION.KEY=VALUE" in result.output
     assert not (tmp_path / "D").exists()  # refused before anything started
