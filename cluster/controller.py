@@ -256,6 +256,25 @@ class GroupController:
             raise ValueError(f"{self.node} is not master of group {self.group!r} in {seen}")
         return await self.campaign(seen, lease, addr)
 
+    async def step_down(self, seen: GroupState, sync_set: Iterable[str]) -> bool:
+        """I won `seen.epoch` but cannot serve (my broker did not start): drop my claim and
+        give the group back the sync set it had before my election, so another of its
+        members can be elected. Safe: nothing was confirmed in my term, so every member of
+        that set still holds every confirmed record. False if the compare failed.
+        """
+        if seen.master != self.node:
+            raise ValueError(f"{self.node} is not master of group {self.group!r} in {seen}")
+        members = tuple(sorted(set(sync_set) | {self.node}))
+        state = attrs.evolve(seen, sync_set=members, revision=0)
+        claim = MasterClaim(self.node, seen.epoch).to_json()
+        result = await self.etcd.txn(
+            [Compare.value(self.master_key, claim), Compare.mod(self.state_key, seen.revision)],
+            [DeleteOp(self.master_key), PutOp(self.state_key, state.to_json())],
+        )
+        if result.succeeded:
+            log.warning("group %r: %s steps down (epoch %d)", self.group, self.node, seen.epoch)
+        return result.succeeded
+
     async def renew_claim(self, seen: GroupState, lease: int) -> bool:
         """I am master at `seen.epoch` but my master key went with my expired lease, and the
         state is still `seen` (nobody was elected meanwhile): put my claim back on `lease`,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import math
 from typing import TYPE_CHECKING
 
 import trio
@@ -36,8 +37,9 @@ from herald.cluster.ha.master import HAMaster
 from herald.cluster.ha.slave import Follower
 from herald.cluster.ha.store import ReplicatedCommitLogStore
 from herald.cluster.nameserver.registry import Role
+from herald.cluster.peer import leaves
 from herald.core.broker import Broker
-from herald.core.errors import NotMaster
+from herald.core.errors import HeraldError, NotMaster
 
 if TYPE_CHECKING:
     from herald.cluster.controller import GroupController
@@ -50,6 +52,8 @@ log = logging.getLogger("herald.cluster")
 RANK_DELAY_S = 0.3
 """Each candidate ahead of this node in the ranking delays its campaign this much."""
 DECIDE_RETRY_S = 0.25
+STEP_DOWN_BACKOFF_S = 5.0
+"""A node whose broker failed to start as master stays out of elections this long."""
 ADDRESS_WAIT_S = 3.0
 """How long a demoted master waits for the new master's client addresses to tell its
 clients (the new one publishes them once its listeners are bound)."""
@@ -81,6 +85,8 @@ class Roles:
         self.epochs = epochs
         self.me = node.status.node
         self.state: GroupState | None = None  # the group state as this master last wrote it
+        self.previous_sync_set: tuple[str, ...] = ()  # before this node's last campaign
+        self.backoff_until = -math.inf  # no campaign before (after a step-down)
         self._reported = False
 
     def _report(self, task_status: trio.TaskStatus[Broker | None], broker: Broker | None) -> None:
@@ -149,6 +155,8 @@ class Roles:
             return None  # my previous run's claim: etcd expires it with its lease
         if me not in state.sync_set and state.master != me:
             return Decision.SLAVE, None  # not electable: wait for a master to follow
+        if trio.current_time() < self.backoff_until:
+            return None  # stepped down: let another member take the group
         rank = await self._rank(state)
         if rank:
             await trio.sleep(rank * RANK_DELAY_S)
@@ -157,6 +165,7 @@ class Roles:
                 return AGAIN  # someone won meanwhile: follow at once
             if me not in view.state.sync_set:
                 return Decision.SLAVE, None  # the winner died, and its sync set is itself
+        self.previous_sync_set = view.state.sync_set if view.state is not None else ()
         won = await self.controller.campaign(view, lease, address)
         if won is not None:
             log.warning(
@@ -256,36 +265,67 @@ class Roles:
         self.state = state
         broker = Broker(node.herald_config, node.plugins, store=store)
         ha = HAMaster(store, config, self.me, node.status.group, self._change_sync_set)
-        demoted = False
-        async with trio.open_nursery() as nursery:
-            await nursery.start(broker.run)
-            node.note_broker(broker)
-            node.ha = ha
-            node.apply_alarm()
-            node.status.set_role(Role.MASTER, state.epoch)  # registered once it listens
-            nursery.start_soon(ha.run)
-            self._report(task_status, broker)
-            log.info(
-                "cluster: %s is master of %r (epoch %d)", self.me, node.status.group, state.epoch
-            )
-            replaced: NotMaster | None = None
-            async with trio.open_nursery() as watch:
-                watch.start_soon(self._until_stopped, broker, watch.cancel_scope)
-                replaced = await self._until_replaced(state)
-                watch.cancel_scope.cancel()
-            if replaced is not None and not broker.stopping:
-                demoted = True
-                gate.refuse(replaced)
-                log.warning("cluster: %s", replaced.reply_text)
-                broker.stop(replaced)  # every connection told where the master went
-            ha.close()  # before the store closes: the streams read it
-            node.ha = None
-            await broker.wait_stopped()
-            nursery.cancel_scope.cancel()
+        demoted = started = False
+        failed = ""
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(broker.run)
+                started = True
+                demoted = await self._serve(nursery, broker, ha, state, task_status)
+                nursery.cancel_scope.cancel()
+        except* (OSError, HeraldError) as group:
+            if started:
+                raise
+            failed = "; ".join(str(exc) for exc in leaves(group))
         node.ha = None
         node.note_broker(None)
-        if not demoted:
+        if failed:
+            await self._step_down(state, failed)
+        elif not demoted:
             node.stopping = True  # the broker stopped on its own (an embedder, a signal)
+
+    async def _serve(
+        self,
+        nursery: trio.Nursery,
+        broker: Broker,
+        ha: HAMaster,
+        state: GroupState,
+        task_status: trio.TaskStatus[Broker | None],
+    ) -> bool:
+        """Serve as master until replaced (True: demoted) or stopped (False)."""
+        node, gate, demoted = self.node, ha.gate, False
+        node.note_broker(broker)
+        node.ha = ha
+        node.apply_alarm()
+        node.status.set_role(Role.MASTER, state.epoch)  # registered once it listens
+        nursery.start_soon(ha.run)
+        self._report(task_status, broker)
+        log.info("cluster: %s is master of %r (epoch %d)", self.me, node.status.group, state.epoch)
+        replaced: NotMaster | None = None
+        async with trio.open_nursery() as watch:
+            watch.start_soon(self._until_stopped, broker, watch.cancel_scope)
+            replaced = await self._until_replaced(state)
+            watch.cancel_scope.cancel()
+        if replaced is not None and not broker.stopping:
+            demoted = True
+            gate.refuse(replaced)
+            log.warning("cluster: %s", replaced.reply_text)
+            broker.stop(replaced)  # every connection told where the master went
+        ha.close()  # before the store closes: the streams read it
+        node.ha = None
+        await broker.wait_stopped()
+        return demoted
+
+    async def _step_down(self, state: GroupState, why: str) -> None:
+        """This node won the group but its broker did not start (a client port taken, the
+        store refusing to open): give the group back to the sync set it had before, and stay
+        out of elections for `STEP_DOWN_BACKOFF_S`, so another member takes over."""
+        log.error("cluster: %s cannot serve as master (%s): stepping down", self.me, why)
+        self.backoff_until = trio.current_time() + STEP_DOWN_BACKOFF_S
+        try:
+            await self.controller.step_down(state, self.previous_sync_set)
+        except (EtcdError, ValueError) as exc:
+            log.error("cluster: %s could not step down (%s)", self.me, exc)
 
     async def _until_stopped(self, broker: Broker, scope: trio.CancelScope) -> None:
         await broker.wait_stopped()

@@ -7,6 +7,7 @@ tail nobody confirmed, and rejoins the sync set.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,3 +153,24 @@ def test_the_pipeline_reads_a_slaves_log_as_the_masters(group: HACluster) -> Non
     from_slave = wait_until(caught_up, "the slave's log holding every confirmed message")
     assert [body.decode() for _, body in from_slave] == confirmed  # in order, once each
     assert from_slave == stored_messages(master_dir)
+
+
+def test_a_node_elected_but_unable_to_serve_steps_down(group: HACluster) -> None:
+    """The slave that should win the election cannot bind its AMQP port (the test holds it):
+    it gives the group back to the old sync set and stays out of elections a while, so the
+    other slave takes over; nothing confirmed is lost and no node exits."""
+    state = group.wait_full_sync_set()
+    old = state["master"]
+    first, second = sorted(node for node in state["sync_set"] if node != old)
+    confirmed = publish_confirmed(group.port(old), 100)
+    with socket.socket() as squatter:  # the first candidate's client port, taken
+        squatter.bind(("127.0.0.1", group.port(first)))
+        squatter.listen()
+        group.processes[old].kill()
+        new_state = group.wait_state(lambda s: s["master"] not in (old, first), "a master")
+        assert new_state["master"] == second
+        assert group.processes[first].running  # it stepped down, it did not exit
+    log = group.log_of(first)
+    if "elected master" in log:  # it ranks first (its name), unless its log was behind
+        assert "cannot serve as master" in log and "steps down" in log
+    assert sorted(drain(group.port(second))) == sorted(confirmed)
