@@ -207,6 +207,48 @@ async def test_reclaim_after_my_lease_expired(
         assert await n1.reclaim(seen, new, "h1:2") is None  # the state moved on
 
 
+async def test_renew_claim_keeps_the_epoch_unless_the_state_moved(
+    client: EtcdClient, controllers: Callable[[str], GroupController]
+) -> None:
+    n1, n2 = controllers("n1"), controllers("n2")
+    with trio.fail_after(TIMEOUT):
+        old = await lease(client)
+        first = await n1.bootstrap(old, "h1:1")
+        assert first is not None
+        await client.revoke(old)  # the claim goes with the lease
+        new = await lease(client)
+        assert await n1.renew_claim(first, new)
+        view = await n1.read()
+        assert view.master is not None and (view.master.epoch, view.master.lease) == (1, new)
+        assert view.state == first  # same term: the state is untouched
+        assert not await n1.renew_claim(first, new)  # the claim is there already
+        with pytest.raises(ValueError, match="not master"):
+            await n2.renew_claim(first, new)
+
+
+async def test_step_down_gives_the_group_back_to_the_old_sync_set(
+    client: EtcdClient, controllers: Callable[[str], GroupController]
+) -> None:
+    n1, n2 = controllers("n1"), controllers("n2")
+    with trio.fail_after(TIMEOUT):
+        held = await lease(client)
+        first = await n1.bootstrap(held, "h1:1")
+        assert first is not None
+        before = await n1.set_sync_set(first, ["n2", "n3"], held)
+        assert before is not None
+        await client.revoke(held)
+        won = await n2.campaign(await n2.read(), await lease(client), "h2:1")
+        assert won is not None and won.sync_set == ("n2",)
+        with pytest.raises(ValueError, match="not master"):
+            await n1.step_down(won, before.sync_set)
+        assert await n2.step_down(won, before.sync_set)
+        view = await n2.read()
+        assert view.master is None  # the claim is gone: another member may campaign
+        assert view.state is not None and view.state.sync_set == ("n1", "n2", "n3")
+        assert view.state.epoch == won.epoch
+        assert not await n2.step_down(won, before.sync_set)  # the state moved on
+
+
 # -- sync set changes --------------------------------------------------------------------------
 
 
