@@ -224,6 +224,13 @@ class DevCluster:
         self.nameserver: Child | None = None
         self.nameserver_addr = ""
         self.nodes: list[NodeSpec] = []
+        self.ports_given: set[int] = set()
+
+    def port(self) -> int:
+        """A free port none of this cluster's processes was given yet."""
+        port = free_port(LOOPBACK, self.ports_given)
+        self.ports_given.add(port)
+        return port
 
     @property
     def children(self) -> list[Child]:
@@ -254,7 +261,7 @@ class DevCluster:
                 raise DevError(f"no healthy etcd at --etcd {url}; leave --etcd out to start one")
             echo(f"using etcd at {url}")
             return
-        client_port, peer_port = free_port(), free_port()
+        client_port, peer_port = self.port(), self.port()
         self.etcd = Child(
             "etcd", etcd_command(self.root, client_port, peer_port), self.root / "etcd.log"
         )
@@ -270,7 +277,7 @@ class DevCluster:
         echo(f"etcd at {self.etcd_endpoint} (pid {self.etcd.pid})")
 
     def _start_nameserver(self, echo: Callable[[str], None]) -> None:
-        port = free_port()
+        port = self.port()
         options = self.options
         self.nameserver = Child(
             "nameserver",
@@ -304,7 +311,7 @@ class DevCluster:
 
     def _start_node(self, name: str, group: str) -> None:
         options = self.options
-        ports = {kind: free_port() for kind in (*PROTOCOLS, "cluster")}
+        ports = {kind: self.port() for kind in (*PROTOCOLS, "cluster")}
         data_dir = self.root / name
         config = self.root / f"{name}.toml"
         sections: dict[str, dict[str, Any]] = {
@@ -341,7 +348,8 @@ class DevCluster:
         self.nodes.append(NodeSpec(name, group, ports, child, config, data_dir))
 
     def _registered(self) -> dict[str, dict[str, Any]] | None:
-        """node -> its entry in the name server's /v1/cluster, once every node is there."""
+        """node -> its entry in the name server's /v1/cluster, once every node is there and
+        each group has a master (a master registers as one once its listeners are bound)."""
         view = get_json(self.cluster_url)
         if not isinstance(view, dict):
             return None
@@ -351,7 +359,15 @@ class DevCluster:
             if g.get("cluster") == self.options.name
             for n in g.get("nodes", [])
         }
-        return seen if all(n.name in seen for n in self.nodes) else None
+        mastered = {
+            g.get("group")
+            for g in view.get("groups", [])
+            if g.get("cluster") == self.options.name
+            and any(n.get("role") == "master" for n in g.get("nodes", []))
+        }
+        if not all(n.name in seen for n in self.nodes) or not mastered >= set(self.groups):
+            return None
+        return seen
 
     def describe(self, seen: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         nodes = []

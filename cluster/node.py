@@ -41,6 +41,7 @@ from herald.cluster.controller import GroupController, GroupView
 from herald.cluster.etcd import EtcdClient, EtcdError
 from herald.cluster.ha.epochs import EpochFile, epochs_path
 from herald.cluster.membership import ALARM, Membership
+from herald.cluster.nameserver.registry import Role
 from herald.cluster.port import ClusterPort
 from herald.cluster.registration import QueueTable, Registrar, queue_table
 from herald.cluster.roles import Roles
@@ -93,7 +94,9 @@ class ClusterNode:
         self.herald_config = herald_config
         self.plugins = plugins
         self.config = config
-        self.status = NodeStatus(config.name, config.group_of(node), node)
+        # A slave until its broker listens as master: registered as master before that, a
+        # node would send clients to ports nobody listens on yet.
+        self.status = NodeStatus(config.name, config.group_of(node), node, Role.SLAVE)
         self.host = advertised_host(config)
         section = herald_config.plugins.get("commitlog")
         self.store_config = section if isinstance(section, CommitLogConfig) else CommitLogConfig()

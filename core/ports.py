@@ -13,18 +13,23 @@ from __future__ import annotations
 
 import random
 import socket
+from collections.abc import Collection
 
 SPAN = 12000
 """How far below the ephemeral range ports are drawn from."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on `host` right now, below the ephemeral range."""
+def free_port(host: str = "127.0.0.1", avoid: Collection[int] = ()) -> int:
+    """A TCP port free on `host` right now, below the ephemeral range, and not in `avoid`
+    (ports handed out already but not bound yet: a draw can repeat one, since nothing holds
+    it between the check and the server's bind)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     high = ephemeral_low()
     low = max(1024, high - SPAN)
     for _ in range(1000 if low < high else 0):
         port = random.randrange(low, high)
+        if port in avoid:
+            continue
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))

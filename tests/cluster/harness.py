@@ -167,7 +167,8 @@ class EtcdProcess:
         for attempt in range(attempts):
             if attempts > 1:  # a fresh member: its data dir must not name other ports
                 shutil.rmtree(self.data_dir, ignore_errors=True)
-                self.client_port, self.peer_port = free_port(), free_port()
+                self.client_port = free_port()
+                self.peer_port = free_port(avoid={self.client_port})
             with open(self.log_path, "ab") as log:
                 self.process = subprocess.Popen(
                     self.command(),
