@@ -44,6 +44,14 @@ async def lease(client: EtcdClient) -> int:
     return (await client.grant(30)).id
 
 
+async def bootstrapped(client: EtcdClient, node: GroupController) -> tuple[int, GroupState]:
+    """`node` bootstraps the group on a lease of its own: (that lease, the state)."""
+    held = await lease(client)
+    state = await node.bootstrap(held, "h1:1")
+    assert state is not None
+    return held, state
+
+
 # -- keys and values --------------------------------------------------------------------------
 
 
@@ -141,9 +149,7 @@ async def test_campaign_needs_the_sync_set_and_no_master_key(
     with trio.fail_after(TIMEOUT):
         with pytest.raises(ValueError, match="no state"):
             await n2.campaign(await n2.read(), await lease(client), "h2:1")
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         assert await n1.set_sync_set(first, ["n2", "n3"], held) is not None
         seen = await n2.read()
         with pytest.raises(ValueError, match="no unclean election"):
@@ -159,9 +165,7 @@ async def test_master_key_vanishes_with_its_lease_and_one_of_two_campaigns_wins(
 ) -> None:
     n1, n2, n3 = controllers("n1"), controllers("n2"), controllers("n3")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         synced = await n1.set_sync_set(first, ["n1", "n3", "n2", "n3"], held)
         assert synced is not None and synced.sync_set == ("n1", "n2", "n3")
         await client.revoke(held)
@@ -192,9 +196,7 @@ async def test_reclaim_after_my_lease_expired(
 ) -> None:
     n1, n2 = controllers("n1"), controllers("n2")
     with trio.fail_after(TIMEOUT):
-        old = await lease(client)
-        first = await n1.bootstrap(old, "h1:1")
-        assert first is not None
+        old, _ = await bootstrapped(client, n1)
         await client.revoke(old)
         seen = await n1.read()
         with pytest.raises(ValueError, match="not master"):
@@ -212,9 +214,7 @@ async def test_renew_claim_keeps_the_epoch_unless_the_state_moved(
 ) -> None:
     n1, n2 = controllers("n1"), controllers("n2")
     with trio.fail_after(TIMEOUT):
-        old = await lease(client)
-        first = await n1.bootstrap(old, "h1:1")
-        assert first is not None
+        old, first = await bootstrapped(client, n1)
         await client.revoke(old)  # the claim goes with the lease
         new = await lease(client)
         assert await n1.renew_claim(first, new)
@@ -231,9 +231,7 @@ async def test_step_down_gives_the_group_back_to_the_old_sync_set(
 ) -> None:
     n1, n2 = controllers("n1"), controllers("n2")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         before = await n1.set_sync_set(first, ["n2", "n3"], held)
         assert before is not None
         await client.revoke(held)
@@ -257,9 +255,7 @@ async def test_set_sync_set_refused_once_another_node_is_master(
 ) -> None:
     n1, n2 = controllers("n1"), controllers("n2")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         stale = await n1.set_sync_set(first, ["n2"], held)
         assert stale is not None and stale.sync_set == ("n1", "n2")
         assert (await n1.read()).state == stale  # the revision returned is the stored one
@@ -281,9 +277,7 @@ async def test_set_sync_set_refused_after_a_concurrent_state_change(
 ) -> None:
     n1 = controllers("n1")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         results: list[GroupState | None] = []
 
         async def change(members: list[str]) -> None:
@@ -306,9 +300,7 @@ async def test_changes_yield_a_view_per_change(
 ) -> None:
     n1, n2 = controllers("n1"), controllers("n2")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         start = await n2.read()
         async with n2.changes(start.revision + 1) as views:
             synced = await n1.set_sync_set(first, ["n2"], held)
@@ -365,9 +357,7 @@ async def test_promote_refusals_and_force(
     with trio.fail_after(TIMEOUT):
         with pytest.raises(ControllerError, match="no state"):
             await n1.promote("n2")
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         synced = await n1.set_sync_set(first, ["n2"], held)
         assert synced is not None
         with pytest.raises(ControllerError, match="n4 is not in the sync set"):
@@ -398,9 +388,7 @@ async def test_promote_without_a_live_master_needs_no_force(
 ) -> None:
     n1 = controllers("n1")
     with trio.fail_after(TIMEOUT):
-        held = await lease(client)
-        first = await n1.bootstrap(held, "h1:1")
-        assert first is not None
+        held, first = await bootstrapped(client, n1)
         assert await n1.set_sync_set(first, ["n2"], held) is not None
         await client.revoke(held)
         promoted = await n1.promote("n2")
