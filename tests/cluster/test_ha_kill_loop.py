@@ -23,12 +23,9 @@ drained, then a fresh drain of every queue on the final master (2 s idle), then 
 prints one JSON line: the checker's summary plus the seed and, per failover, the write gap (the
 interval between the last confirm before the kill and the first after it, any publisher, and
 the largest interval without a confirm until the next kill), the time to a new master and the
-restarted node's rejoin. These figures are reported, never asserted (no timing assertions);
-every wait is a hang guard on a condition. `HERALD_CLUSTER_SEED` replays a seed's schedule.
-
-The group is watched on one etcd connection (`GroupWatch`), and every wait also watches the
-nodes that must be up: one that exits (e.g. a promoted slave that cannot bind a client port)
-fails the wait at once with the tail of its log.
+restarted node's rejoin: reported, never asserted. Every wait is a hang guard that also
+fails at once, with its log, when a node that must be up exits (one etcd connection watches
+the group: `GroupWatch`). `HERALD_CLUSTER_SEED` replays a seed's schedule.
 """
 
 from __future__ import annotations
