@@ -55,3 +55,64 @@ def group_state_key(cluster: str, group: str) -> str:
 def group_master_key(cluster: str, group: str) -> str:
     """`P/groups/<group>/master`: the master's claim, on its lease, so it goes when it does."""
     return groups_prefix(cluster, group) + "master"
+
+
+# -- shared queues (CLUSTER.md §5) ---------------------------------------------------------------
+
+
+def shared_prefix(cluster: str) -> str:
+    """`P/shared/`: every key of every shared queue (definitions, slots, owners, marks), one
+    watch for a node's whole slot index."""
+    return f"{cluster_prefix(cluster)}/shared/"
+
+
+def shared_queue_key(cluster: str, vhost: str, queue: str) -> str:
+    """`P/shared/queues/<vhost>/<queue>`: a shared queue's declaration, known on every master."""
+    return f"{shared_prefix(cluster)}queues/{part(vhost)}/{part(queue)}"
+
+
+def _queue_path(cluster: str, what: str, vhost: str, queue: str) -> str:
+    return f"{shared_prefix(cluster)}{what}/{part(vhost)}/{part(queue)}/"
+
+
+def slots_prefix(cluster: str, vhost: str, queue: str) -> str:
+    """`P/shared/slots/<vhost>/<queue>/`: the queue's slots, all origins."""
+    return _queue_path(cluster, "slots", vhost, queue)
+
+
+def owners_prefix(cluster: str, vhost: str, queue: str) -> str:
+    """`P/shared/owners/<vhost>/<queue>/`: who holds which slot, each key on its holder's lease."""
+    return _queue_path(cluster, "owners", vhost, queue)
+
+
+def marks_prefix(cluster: str, vhost: str, queue: str) -> str:
+    """`P/shared/reported/<vhost>/<queue>/`: per origin group, the last offset made a slot."""
+    return _queue_path(cluster, "reported", vhost, queue)
+
+
+def slot_name(group: str, first: int) -> str:
+    """A slot's name under its queue: its origin group and first offset, zero-padded so that
+    keys sort oldest first within an origin."""
+    return f"{part(group)}/{first:020d}"
+
+
+def parse_shared_key(cluster: str, key: str) -> tuple[str, str, str, str] | None:
+    """(what, vhost, queue, rest) of a key under `shared_prefix`: what is "queues", "slots",
+    "owners" or "reported", rest the part after the queue ("" for a declaration). None for
+    any other key."""
+    prefix = shared_prefix(cluster)
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/", 3)
+    if len(parts) < 3 or parts[0] not in ("queues", "slots", "owners", "reported"):
+        return None
+    rest = parts[3] if len(parts) == 4 else ""
+    return parts[0], unquote(parts[1]), unquote(parts[2]), rest
+
+
+def parse_slot_name(rest: str) -> tuple[str, int] | None:
+    """(group, first offset) of a slot name; None if `rest` is not one."""
+    group, _, first = rest.partition("/")
+    if not group or not first.isdigit():
+        return None
+    return unquote(group), int(first)

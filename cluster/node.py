@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
     from herald.cluster.ha.master import HAMaster
     from herald.cluster.ha.slave import Follower
+    from herald.cluster.shared.link import LinkOrigin
+    from herald.cluster.shared.runtime import SharedRuntime
     from herald.core.config import HeraldConfig
     from herald.core.plugins import Plugins
 
@@ -104,6 +106,7 @@ class ClusterNode:
         self.broker: Broker | None = None
         self.ha: HAMaster | None = None
         self.follower: Follower | None = None
+        self.shared: SharedRuntime | None = None
         self.membership: Membership | None = None
         self.view: GroupView | None = None
         self.cluster_address = ""
@@ -261,7 +264,9 @@ class ClusterNode:
             controller = GroupController(
                 etcd, self.config.name, self.status.group, self.status.node
             )
-            port = ClusterPort(self.config, self.host, lambda: self.ha, self.master_address)
+            port = ClusterPort(
+                self.config, self.host, lambda: self.ha, self.master_address, self._link_origin
+            )
             async with trio.open_nursery() as nursery:
                 await nursery.start(membership.run)  # joined, or fenced while etcd is away
                 self.cluster_address = await nursery.start(port.run)
@@ -278,6 +283,11 @@ class ClusterNode:
                 del _RUNNING[broker]
             with trio.CancelScope(shield=True):
                 await etcd.aclose()
+
+    def _link_origin(self) -> LinkOrigin | None:
+        """Where the cluster port sends a holder's node link: this term's shared queues."""
+        shared = self.shared
+        return shared.origin if shared is not None else None
 
     def master_address(self) -> str:
         """The group master's cluster address as the group state names it ("" if none)."""

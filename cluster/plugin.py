@@ -22,6 +22,7 @@ from herald.core.plugin_types import (
     ManagementRoute,
     NodeRunner,
     PluginInfo,
+    QueueType,
 )
 
 if TYPE_CHECKING:
@@ -91,6 +92,16 @@ def herald_node_runner(config: HeraldConfig, plugins: Plugins) -> NodeRunner | N
     from herald.cluster.node import ClusterNode
 
     return ClusterNode(config, plugins, section)
+
+
+@hookimpl
+def herald_queue_types() -> list[QueueType]:
+    """`x-queue-type: shared` (cluster/shared/): one queue on every master of the cluster.
+    Declared on any broker; a node outside a cluster refuses it with 406."""
+    from herald.cluster.shared.queue import QUEUE_TYPE, REFUSED_ARGUMENTS, SharedQueue
+
+    description = "one queue on every master of a cluster, delivered in slots (WSO2 MB)"
+    return [QueueType(QUEUE_TYPE, description, SharedQueue, REFUSED_ARGUMENTS)]
 
 
 @hookimpl

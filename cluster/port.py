@@ -4,7 +4,8 @@ It listens for the node's whole life, whatever its role, because the role change
 the first frame of each connection picks the stream. HELLO goes to the node's HA master when
 it is one (`handler()` returns it), else it is refused with NOT_MASTER naming the master's
 cluster address when known, so a slave that dialled an old master learns where to go.
-LINK_HELLO (the node link of shared queues) is refused until that stream exists. A peer that
+LINK_HELLO (the node link of shared queues) goes to the master's `LinkOrigin`
+(cluster/shared/link.py); a node that is not master refuses it with NOT_MASTER. A peer that
 sends no first frame within `HELLO_TIMEOUT_S` is dropped.
 
 The address peers dial (`advertised`) is `cluster.advertise`, else the bound address with the
@@ -27,6 +28,7 @@ from herald.cluster.peer import Peer, PeerGone, leaves
 if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
     from herald.cluster.ha.master import HAMaster
+    from herald.cluster.shared.link import LinkOrigin
 
 log = logging.getLogger("herald.cluster.port")
 
@@ -43,11 +45,13 @@ class ClusterPort:
         host: str,
         handler: Callable[[], HAMaster | None],
         master: Callable[[], str],
+        link: Callable[[], LinkOrigin | None] = lambda: None,
     ) -> None:
         self.config = config
         self.host = host
         self.handler = handler
         self.master = master
+        self.link = link
         self.advertised = config.advertise
 
     async def run(self, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
@@ -83,9 +87,13 @@ class ClusterPort:
                     where = f": the master is at {master}" if master else ""
                     await peer.send(Refuse(RefuseCode.NOT_MASTER, f"not the master{where}"))
             elif isinstance(first, LinkHello):
-                await peer.send(
-                    Refuse(RefuseCode.VERSION, "the node link is not served by this version")
-                )
+                origin = self.link()
+                if origin is not None:
+                    await origin.serve(peer, first)
+                else:
+                    master = self.master()
+                    where = f": the master is at {master}" if master else ""
+                    await peer.send(Refuse(RefuseCode.NOT_MASTER, f"not the master{where}"))
         except* PeerGone as group:
             log.debug("cluster port: %s", "; ".join(map(str, leaves(group))))
         except* Exception:  # one connection's failure must not take the port down

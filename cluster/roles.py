@@ -38,6 +38,7 @@ from herald.cluster.ha.slave import Follower
 from herald.cluster.ha.store import ReplicatedCommitLogStore
 from herald.cluster.nameserver.registry import Role
 from herald.cluster.peer import leaves
+from herald.cluster.shared.runtime import SharedRuntime
 from herald.core.broker import Broker
 from herald.core.errors import HeraldError, NotMaster
 
@@ -262,6 +263,10 @@ class Roles:
             mark_recovered_redelivered=config.mark_recovered_redelivered,
         )
         holder.append(store)
+        store.shared = node.shared = SharedRuntime(
+            config, self.membership.etcd, store, self.me, node.status.group,
+            lambda: self.membership.lease_id,
+        )  # fmt: skip
         self.state = state
         broker = Broker(node.herald_config, node.plugins, store=store)
         ha = HAMaster(store, config, self.me, node.status.group, self._change_sync_set)
@@ -277,7 +282,7 @@ class Roles:
             if started:
                 raise
             failed = "; ".join(str(exc) for exc in leaves(group))
-        node.ha = None
+        node.ha = node.shared = None
         node.note_broker(None)
         if failed:
             await self._step_down(state, failed)
@@ -299,6 +304,7 @@ class Roles:
         node.apply_alarm()
         node.status.set_role(Role.MASTER, state.epoch)  # registered once it listens
         nursery.start_soon(ha.run)
+        nursery.start_soon(self._run_shared, broker)
         self._report(task_status, broker)
         log.info("cluster: %s is master of %r (epoch %d)", self.me, node.status.group, state.epoch)
         replaced: NotMaster | None = None
@@ -315,6 +321,18 @@ class Roles:
         node.ha = None
         await broker.wait_stopped()
         return demoted
+
+    async def _run_shared(self, broker: Broker) -> None:
+        """Shared queues for this term; started again while etcd refuses its first reads."""
+        runtime = self.node.shared
+        assert runtime is not None
+        while True:
+            try:
+                await runtime.run(broker)
+                return
+            except (EtcdError, OSError) as exc:
+                log.warning("cluster: shared queues not started yet (%s)", exc)
+                await trio.sleep(1.0)
 
     async def _step_down(self, state: GroupState, why: str) -> None:
         """This node won the group but its broker did not start (a client port taken, the

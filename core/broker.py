@@ -323,7 +323,9 @@ class Broker:
                 self.store.delete_queue(queue_id)
         for queue in durable:
             assert queue.store_id is not None
-            if queue.swaps:  # ranges only: no message is read until a consumer needs it
+            if not queue.restores_entries:
+                pass  # its type brings its messages back itself (a shared queue's slots)
+            elif queue.swaps:  # ranges only: no message is read until a consumer needs it
                 for stored_range in self.store.queue_ranges(queue.store_id, range_size):
                     queue.swap.restore_range(stored_range)
                     recovered += stored_range.count

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trio
 
@@ -65,6 +65,10 @@ class Queue(QueueSettlement):
     `vhost` is the queue's owner, `services` the broker's, `declaration` what was declared
     (its arguments already parsed and checked against the type).
     """
+
+    restores_entries: ClassVar[bool] = True
+    """Whether the broker refills it from the store at start; a type whose messages come
+    back another way (cluster/shared: through slots) says False."""
 
     def __init__(
         self, vhost: QueueOwner, services: QueueServices, declaration: QueueDeclaration

@@ -35,6 +35,7 @@ from herald.storage.commitlog import CommitLogStore
 if TYPE_CHECKING:
     from herald.cluster.ha.epochs import EpochFile
     from herald.cluster.ha.gate import ReplicationGate
+    from herald.cluster.shared.runtime import SharedRuntime
     from herald.core.message import CodecRegistry, Message
     from herald.core.store import QueueTarget
     from herald.storage.commitlog_config import CommitLogConfig
@@ -55,6 +56,8 @@ class ReplicatedCommitLogStore(CommitLogStore):
         mark_recovered_redelivered: bool = False,
     ) -> None:
         super().__init__(root, config)
+        self.shared: SharedRuntime | None = None
+        """This term's shared queues (cluster/shared/): how a `SharedQueue` finds them."""
         self.gate = gate
         self.epochs = epochs
         self.epoch = epoch

@@ -1,0 +1,154 @@
+"""Shared-queue clusters on real processes (CLUSTER.md §8.2 scenarios 11-12): `herald cluster
+dev --nodes N --groups G` on the session's etcd, each node's client ports from cluster.json,
+the shared keys read straight from etcd (`shared_keys`), and workload clients that declare
+the queue as `x-queue-type: shared` and note whether each delivery came flagged redelivered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pika
+import trio
+
+from herald.cluster import keys
+from tests.cluster.harness import DevCluster, NodeProcess
+from tests.cluster.nodes import cluster_name
+from tests.cluster.workload import (
+    AmqpConsumer,
+    AmqpPublisher,
+    History,
+    amqp_parameters,
+)
+
+SHARED = {"x-queue-type": "shared"}
+TIMERS = (
+    "--lease-ttl-s", "2",
+    "--nameserver-expiry-s", "2",
+    "--nameserver-scan-s", "0.5",
+    "--log-level", "info",
+)  # fmt: skip
+WAIT_S = 60.0
+"""A hang guard for starts, restarts and drains on a loaded 2-core box."""
+
+
+class SharedCluster:
+    """`nodes` nodes in `groups` groups under `herald cluster dev`."""
+
+    def __init__(
+        self, root: Path, etcd: str, nodes: int = 3, groups: int = 3,
+        options: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        self.cluster = cluster_name()
+        self.etcd = etcd
+        self.dev = DevCluster(
+            root / "D",
+            nodes,
+            (*TIMERS, "--groups", str(groups), "--etcd", etcd, "--name", self.cluster,
+             *options),
+        )  # fmt: skip
+        self.processes: dict[str, NodeProcess] = {}
+
+    def __enter__(self) -> SharedCluster:
+        self.dev.start(WAIT_S)
+        for entry in self.dev.info["nodes"]:
+            self.processes[entry["name"]] = self.dev.node(entry["name"])
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for process in self.processes.values():
+            if process.process is not None:
+                process.stop()
+        self.dev.stop()
+
+    @property
+    def names(self) -> list[str]:
+        return [entry["name"] for entry in self.dev.info["nodes"]]
+
+    def port(self, node: str, protocol: str = "amqp") -> int:
+        entry = next(n for n in self.dev.info["nodes"] if n["name"] == node)
+        return int(entry["addrs"][protocol].rsplit(":", 1)[1])
+
+    def log_of(self, node: str) -> str:
+        return self.processes[node].log_path.read_text(errors="replace")
+
+    def shared_keys(self) -> dict[str, bytes]:
+        """Every key under the cluster's `P/shared/` now."""
+        from herald.cluster.etcd import EtcdClient
+
+        prefix = keys.shared_prefix(self.cluster)
+
+        async def read() -> dict[str, bytes]:
+            async with EtcdClient(self.etcd) as client:
+                found = await client.range(prefix, prefix=True)
+            return {kv.key.decode()[len(prefix) :]: kv.value for kv in found.kvs}
+
+        return trio.run(read)
+
+    def slot_keys(self) -> list[str]:
+        """Slot and owner keys left (a drained queue has none)."""
+        return [k for k in self.shared_keys() if k.startswith(("slots/", "owners/"))]
+
+
+def declare(port: int, queue: str, arguments: dict[str, Any] | None = None) -> None:
+    connection = pika.BlockingConnection(amqp_parameters(port))
+    try:
+        connection.channel().queue_declare(queue, durable=True, arguments=arguments or SHARED)
+    finally:
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
+def declared(port: int, queue: str) -> bool:
+    """Whether the node at `port` knows `queue` (a passive declare)."""
+    connection = pika.BlockingConnection(amqp_parameters(port))
+    try:
+        connection.channel().queue_declare(queue, passive=True)
+        return True
+    except pika.exceptions.ChannelClosedByBroker:
+        return False
+    finally:
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
+class SharedAmqpPublisher(AmqpPublisher):
+    def connect(self) -> None:
+        self.connection = pika.BlockingConnection(amqp_parameters(self.port))
+        self.channel = self.connection.channel()
+        self.channel.queue_declare(self.queue, durable=True, arguments=SHARED)
+        self.channel.confirm_delivery()
+
+
+class SharedAmqpConsumer(AmqpConsumer):
+    """Consumes with prefetch 50 and notes each delivery's message id and redelivered flag
+    (`flags`: id -> list of flags, in delivery order)."""
+
+    def __init__(self, history: History, port: Any, queue_name: str, **kwargs: Any) -> None:
+        super().__init__(history, port, queue_name, **kwargs)
+        self.flags: dict[str, list[bool]] = {}
+        self.count = 0
+
+    def consume(self) -> None:
+        connection = pika.BlockingConnection(amqp_parameters(self.port))
+        try:
+            channel = connection.channel()
+            channel.queue_declare(self.queue, durable=True, arguments=SHARED)
+            channel.basic_qos(prefetch_count=50)
+            self.ready.set()
+            for method, props, body in channel.consume(self.queue, inactivity_timeout=0.1):
+                if method is not None:
+                    self.received(body)
+                    self.count += 1
+                    self.flags.setdefault(props.message_id, []).append(method.redelivered)
+                    channel.basic_ack(method.delivery_tag)
+                if self.done():
+                    break
+            with contextlib.suppress(Exception):
+                channel.cancel()
+        finally:
+            with contextlib.suppress(Exception):
+                connection.close()
