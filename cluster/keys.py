@@ -90,6 +90,11 @@ def marks_prefix(cluster: str, vhost: str, queue: str) -> str:
     return _queue_path(cluster, "reported", vhost, queue)
 
 
+def bindings_prefix(cluster: str, vhost: str, queue: str) -> str:
+    """`P/shared/bindings/<vhost>/<queue>/`: the queue's bindings, one key each."""
+    return _queue_path(cluster, "bindings", vhost, queue)
+
+
 def slot_name(group: str, first: int) -> str:
     """A slot's name under its queue: its origin group and first offset, zero-padded so that
     keys sort oldest first within an origin."""
@@ -98,13 +103,13 @@ def slot_name(group: str, first: int) -> str:
 
 def parse_shared_key(cluster: str, key: str) -> tuple[str, str, str, str] | None:
     """(what, vhost, queue, rest) of a key under `shared_prefix`: what is "queues", "slots",
-    "owners" or "reported", rest the part after the queue ("" for a declaration). None for
-    any other key."""
+    "owners", "reported" or "bindings", rest the part after the queue ("" for a
+    declaration). None for any other key."""
     prefix = shared_prefix(cluster)
     if not key.startswith(prefix):
         return None
     parts = key[len(prefix) :].split("/", 3)
-    if len(parts) < 3 or parts[0] not in ("queues", "slots", "owners", "reported"):
+    if len(parts) < 3 or parts[0] not in ("queues", "slots", "owners", "reported", "bindings"):
         return None
     rest = parts[3] if len(parts) == 4 else ""
     return parts[0], unquote(parts[1]), unquote(parts[2]), rest

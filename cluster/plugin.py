@@ -98,10 +98,11 @@ def herald_node_runner(config: HeraldConfig, plugins: Plugins) -> NodeRunner | N
 def herald_queue_types() -> list[QueueType]:
     """`x-queue-type: shared` (cluster/shared/): one queue on every master of the cluster.
     Declared on any broker; a node outside a cluster refuses it with 406."""
-    from herald.cluster.shared.queue import QUEUE_TYPE, REFUSED_ARGUMENTS, SharedQueue
+    from herald.cluster.shared.queue import QUEUE_TYPE, REFUSED_ARGUMENTS, SharedQueue, runtime_of
 
     description = "one queue on every master of a cluster, delivered in slots (WSO2 MB)"
-    return [QueueType(QUEUE_TYPE, description, SharedQueue, REFUSED_ARGUMENTS)]
+    available = lambda services: runtime_of(services) is not None  # noqa: E731
+    return [QueueType(QUEUE_TYPE, description, SharedQueue, REFUSED_ARGUMENTS, available)]
 
 
 @hookimpl

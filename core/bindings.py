@@ -8,7 +8,9 @@ exchanges is kept here, apart from the virtual host's names, declarations and pu
 - how many exchange-to-exchange bindings there are, so that a publish follows them only
   when there are some;
 - durable bindings (both ends durable) saved to and deleted from the metadata;
-- an auto-delete exchange deleted with its last binding, as in RabbitMQ.
+- an auto-delete exchange deleted with its last binding, as in RabbitMQ;
+- a queue told of each binding made or removed to it (`Queue.binding_changed`: a shared
+  queue makes its bindings cluster-wide).
 
 The `VirtualHost` resolves names (with their 403 / 404 answers) and hands this the objects.
 """
@@ -53,6 +55,8 @@ class Bindings:
         self._sources.setdefault(destination, set()).add(source)
         if isinstance(destination, Exchange):
             self.exchange_to_exchange += 1
+        else:
+            destination.binding_changed(source, routing_key, arguments, bound=True)
         if source.durable and destination.durable:
             self._metadata.save_binding(
                 self._vhost.name, source, destination, routing_key, arguments
@@ -71,6 +75,8 @@ class Bindings:
             return
         if isinstance(destination, Exchange):
             self.exchange_to_exchange -= 1
+        else:
+            destination.binding_changed(source, routing_key, arguments, bound=False)
         if not source.is_bound(destination):
             sources = self._sources.get(destination)
             if sources is not None:

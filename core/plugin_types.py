@@ -143,6 +143,10 @@ class QueueType:
     description: str
     factory: QueueFactory
     refused_arguments: frozenset[str] = attrs.field(default=frozenset(), converter=_argument_names)
+    available: Callable[[QueueServices], bool] | None = None
+    """Whether this broker can make the type (None: always). A type only some brokers can
+    make (the cluster's `shared`, on a cluster master) says so here, so a plugin choosing a
+    type for its own queues (MQTT shared subscriptions) can ask first."""
 
 
 @attrs.frozen

@@ -50,6 +50,7 @@ from herald.core.store import QueueTarget
 from herald.core.swap import SwappedRange
 
 if TYPE_CHECKING:
+    from herald.core.exchange import Exchange
     from herald.core.message import Message
     from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
 
@@ -107,6 +108,12 @@ class Queue(QueueSettlement):
                 f"cannot obtain exclusive access to locked queue '{self.name}'"
                 f" in vhost '{self.vhost.name}'"
             )
+
+    def binding_changed(
+        self, source: Exchange, routing_key: str, arguments: Mapping[str, Any], *, bound: bool
+    ) -> None:
+        """A binding to this queue was made (`bound`) or removed; nothing for a classic
+        queue (a shared queue makes its bindings known cluster-wide)."""
 
     def touch(self) -> None:
         """The queue was used (redeclared): restart its x-expires period."""

@@ -15,6 +15,7 @@ from herald.core.errors import PreconditionFailed
 if TYPE_CHECKING:
     from herald.core.plugin_types import QueueType
     from herald.core.queue_args import QueueArguments
+    from herald.core.queue_services import QueueServices
 
 __all__ = ["QueueTypes"]
 
@@ -31,6 +32,13 @@ class QueueTypes:
 
     def __contains__(self, name: object) -> bool:
         return name in self._types
+
+    def available(self, name: str, services: QueueServices) -> bool:
+        """Whether a queue of type `name` can be made on this broker now."""
+        queue_type = self._types.get(name)
+        if queue_type is None:
+            return False
+        return queue_type.available is None or queue_type.available(services)
 
     def resolve(
         self, args: QueueArguments, arguments: Mapping[str, Any], queue: str, vhost: str

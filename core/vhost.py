@@ -172,6 +172,11 @@ class VirtualHost:
         args = QueueArguments.parse(arguments, name, self.name)
         return self._queue_types.resolve(args, arguments, name, self.name), args
 
+    def queue_type_available(self, name: str) -> bool:
+        """Whether this broker can make queues of type `name` now (hook `herald_queue_types`,
+        `QueueType.available`)."""
+        return self._queue_types.available(name, self._queue_services)
+
     def get_queue(self, name: str, *, owner: Hashable | None = None) -> Queue:
         try:
             queue = self.queues[name]

@@ -31,6 +31,9 @@ class SlotIndex:
         self.slots: dict[QueueName, dict[tuple[str, int], Slot]] = {}
         self.owners: dict[QueueName, dict[tuple[str, int], str]] = {}
         self.marks: dict[QueueName, dict[str, int]] = {}
+        self.bindings: dict[QueueName, dict[str, dict[str, Any]]] = {}
+        self.values: dict[str, bytes] = {}
+        """Declarations and bindings as etcd holds them, by key: what is already there."""
         self._changed = trio.Event()
 
     # -- feeding -----------------------------------------------------------------------------
@@ -40,6 +43,8 @@ class SlotIndex:
         self.slots.clear()
         self.owners.clear()
         self.marks.clear()
+        self.bindings.clear()
+        self.values.clear()
         for kv in kvs:
             self._put(kv)
         self._notify()
@@ -63,6 +68,11 @@ class SlotIndex:
             return
         if what == "queues":
             self.definitions[where] = value
+            self.values[kv.key.decode()] = kv.value
+            return
+        if what == "bindings":
+            self.bindings.setdefault(where, {})[rest] = value
+            self.values[kv.key.decode()] = kv.value
             return
         if what == "reported":
             self.marks.setdefault(where, {})[unquote(rest)] = int(value)
@@ -88,8 +98,12 @@ class SlotIndex:
             return
         what, vhost, queue, rest = parsed
         where = (vhost, queue)
+        self.values.pop(key, None)
         if what == "queues":
             self.definitions.pop(where, None)
+            return
+        if what == "bindings":
+            self.bindings.get(where, {}).pop(rest, None)
             return
         if what == "reported":
             self.marks.get(where, {}).pop(unquote(rest), None)

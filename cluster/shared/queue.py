@@ -27,6 +27,7 @@ from herald.core.store import QueueTarget
 if TYPE_CHECKING:
     from herald.cluster.shared.runtime import SharedRuntime
     from herald.core.consumer import Consumer, DeliverySink, SharedLimit
+    from herald.core.exchange import Exchange
     from herald.core.message import Message
     from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
 
@@ -158,6 +159,11 @@ class SharedQueue(Queue):
         self.ready = self._new_ready_list()
         self.clock.forget_messages()
         return len(entries)
+
+    def binding_changed(
+        self, source: Exchange, routing_key: str, arguments: Mapping[str, Any], *, bound: bool
+    ) -> None:
+        self.runtime.binding_changed(self, source, routing_key, arguments, bound=bound)
 
     # -- consumers: the holder acquires slots while there are some ------------------------------
     def add_consumer(

@@ -6,9 +6,7 @@ included), and run once the broker listens; it ends with the term, giving back t
 slots. It holds:
 
 - the `SlotIndex`, fed by one watch on `P/shared/`: declarations, slots, owners, marks;
-- declarations both ways: a shared queue declared here is put in etcd; one put there by
-  another master is declared here (the vhost must exist here); one deleted there is deleted
-  here;
+- `Definitions`: declarations and bindings both ways (definitions.py);
 - the `Reporter` (this node as an origin), `Feeds` (as a holder), `LinkPool` (its links to
   other origins) and the `LinkOrigin` the cluster port hands holders' links to.
 """
@@ -18,39 +16,34 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from herald.cluster import keys
 from herald.cluster.controller import GroupState, MasterClaim
-from herald.cluster.etcd_types import EtcdError, EventType, PutOp, WatchReset
+from herald.cluster.etcd_types import EventType, WatchReset
+from herald.cluster.shared.definitions import Definitions
 from herald.cluster.shared.feeds import Feeds
 from herald.cluster.shared.index import SlotIndex
 from herald.cluster.shared.link import LinkOrigin, LinkPool
-from herald.cluster.shared.queue import QUEUE_TYPE, SharedQueue
+from herald.cluster.shared.queue import SharedQueue
 from herald.cluster.shared.reporter import Reporter
 from herald.cluster.shared.slots import SlotTable
-from herald.core.errors import HeraldError
 
 if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
     from herald.cluster.etcd import EtcdClient
     from herald.cluster.ha.store import ReplicatedCommitLogStore
     from herald.core.broker import Broker
+    from herald.core.exchange import Exchange
+    from herald.core.vhost import VirtualHost
 
 log = logging.getLogger("herald.cluster.shared")
 
 GET_INTEREST_S = 5.0
 """A basic.get keeps the node holding slots of its queue this long without consumers."""
-
-
-def declaration_json(queue: SharedQueue) -> bytes:
-    return json.dumps(
-        {"auto_delete": queue.auto_delete, "arguments": dict(queue.arguments)},
-        sort_keys=True,
-        default=str,
-    ).encode()
 
 
 class SharedRuntime:
@@ -74,14 +67,13 @@ class SharedRuntime:
         self.table = SlotTable(etcd, config.name, node, group)
         self.index = SlotIndex(config.name)
         self.queues: dict[tuple[str, str], SharedQueue] = {}
+        self.definitions = Definitions(self)
         self.reporter = Reporter(self)
         self.feeds = Feeds(self)
         self.links = LinkPool(config, node, self.master_address_of)
         self.origin = LinkOrigin(config, node, lambda: self if self.running else None)
         self.broker: Broker | None = None
         self.running = False
-        self._unpublished: dict[tuple[str, str], SharedQueue | None] = {}
-        self._publish_due = trio.Event()
 
     # -- clocks and the store ----------------------------------------------------------------
     @staticmethod
@@ -100,40 +92,26 @@ class SharedRuntime:
         self.store.flush_acks()
         await self.store.wait_durable(self.store.log.write_offset)
 
-    # -- queues come and go --------------------------------------------------------------------
+    # -- queues come and go -------------------------------------------------------------------
     def adopt(self, queue: SharedQueue) -> None:
         self.queues[queue.key] = queue
-        self._unpublished[queue.key] = queue
-        self._publish_due.set()
+        self.definitions.declared(queue)
 
     def forget(self, queue: SharedQueue) -> None:
         if self.queues.get(queue.key) is queue:
             del self.queues[queue.key]
         self.reporter.pending.pop(queue.key, None)
-        self._unpublished[queue.key] = None
-        self._publish_due.set()
+        self.definitions.deleted(queue)
 
-    async def _publish(self) -> None:
-        """Put declarations made here in etcd, delete the ones deleted here."""
-        while True:
-            await self._publish_due.wait()
-            self._publish_due = trio.Event()
-            due, self._unpublished = self._unpublished, {}
-            for (vhost, name), queue in due.items():
-                try:
-                    if queue is None:
-                        if (vhost, name) in self.index.definitions:
-                            await self.table.forget_queue(vhost, name)
-                    else:
-                        value = declaration_json(queue)
-                        key = keys.shared_queue_key(self.config.name, vhost, name)
-                        if json.loads(value) != self.index.definitions.get((vhost, name)):
-                            await self.etcd.txn([], [PutOp(key, value)])
-                except (EtcdError, OSError) as exc:
-                    log.info("shared queue %s: declaration not in etcd yet (%s)", name, exc)
-                    self._unpublished.setdefault((vhost, name), queue)
-                    await trio.sleep(0.5)
-                    self._publish_due.set()
+    def binding_changed(
+        self, queue: SharedQueue, source: Exchange, routing_key: str,
+        arguments: Mapping[str, Any], *, bound: bool,
+    ) -> None:  # fmt: skip
+        self.definitions.binding_changed(queue, source, routing_key, arguments, bound=bound)
+
+    def vhost(self, name: str) -> VirtualHost | None:
+        broker = self.broker
+        return broker.vhosts.get(name) if broker is not None else None
 
     # -- the origin groups' masters --------------------------------------------------------------
     async def master_address_of(self, group: str) -> str:
@@ -155,7 +133,7 @@ class SharedRuntime:
         prefix = keys.shared_prefix(self.config.name)
         found = await self.etcd.range(prefix, prefix=True)
         self.index.load(found.kvs)
-        self._declare_known()
+        self.definitions.apply_all()
         for queue in list(self.queues.values()):
             await self.reporter.recover(queue)
         self.running = True
@@ -164,7 +142,7 @@ class SharedRuntime:
                 await nursery.start(self.links.run)
                 await nursery.start(self.feeds.run)
                 nursery.start_soon(self.reporter.run)
-                nursery.start_soon(self._publish)
+                nursery.start_soon(self.definitions.publish)
                 nursery.start_soon(self._watch, found.revision + 1)
                 task_status.started()
         finally:
@@ -174,53 +152,23 @@ class SharedRuntime:
 
     async def _watch(self, start: int) -> None:
         prefix = keys.shared_prefix(self.config.name)
-        async with self.etcd.watch(prefix, start) as events:
+        async with self.etcd.watch(prefix, start, prev_kv=True) as events:
             async for event in events:
                 if isinstance(event, WatchReset):
                     self.index.load(event.kvs)
-                    self._declare_known()
+                    self.definitions.apply_all()
                     continue
                 self.index.apply(event)
                 parsed = keys.parse_shared_key(self.config.name, event.kv.key.decode())
-                if parsed is None or parsed[0] != "queues":
+                if parsed is None or parsed[0] not in ("queues", "bindings"):
                     continue
+                what, vhost, name, _ = parsed
                 if event.type is EventType.PUT:
-                    self._declare_known()
-                else:
-                    self._delete_here(parsed[1], parsed[2])
-
-    def _declare_known(self) -> None:
-        """Declare here every shared queue etcd knows and this node does not."""
-        broker = self.broker
-        if broker is None:
-            return
-        for (vhost_name, name), definition in list(self.index.definitions.items()):
-            if (vhost_name, name) in self.queues:
-                continue
-            vhost = broker.vhosts.get(vhost_name)
-            if vhost is None:
-                log.warning("shared queue %s: no vhost %r on this node", name, vhost_name)
-                continue
-            arguments = dict(definition.get("arguments") or {})
-            arguments["x-queue-type"] = QUEUE_TYPE
-            try:
-                vhost.declare_queue(
-                    name,
-                    durable=True,
-                    auto_delete=bool(definition.get("auto_delete")),
-                    arguments=arguments,
-                )
-            except HeraldError as exc:
-                log.warning("shared queue %s cannot be declared here: %s", name, exc)
-
-    def _delete_here(self, vhost_name: str, name: str) -> None:
-        queue = self.queues.get((vhost_name, name))
-        broker = self.broker
-        if queue is None or broker is None:
-            return
-        vhost = broker.vhosts.get(vhost_name)
-        if vhost is not None and vhost.queues.get(name) is queue:
-            vhost.delete_queue(name)
+                    self.definitions.apply_all()
+                elif what == "queues":
+                    self.definitions.deleted_there(vhost, name)
+                elif event.prev_kv is not None:
+                    self.definitions.unbound_there(vhost, name, json.loads(event.prev_kv.value))
 
     # -- what status shows ---------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

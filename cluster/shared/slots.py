@@ -156,7 +156,7 @@ class SlotTable:
         return result.succeeded
 
     async def forget_queue(self, vhost: str, queue: str) -> None:
-        """A deleted shared queue: its declaration, slots, owners and marks go."""
+        """A deleted shared queue: its declaration, bindings, slots, owners and marks go."""
         cluster = self.cluster
         await self.etcd.txn(
             [],
@@ -165,5 +165,6 @@ class SlotTable:
                 DeleteOp(keys.slots_prefix(cluster, vhost, queue), prefix=True),
                 DeleteOp(keys.owners_prefix(cluster, vhost, queue), prefix=True),
                 DeleteOp(keys.marks_prefix(cluster, vhost, queue), prefix=True),
+                DeleteOp(keys.bindings_prefix(cluster, vhost, queue), prefix=True),
             ],
         )

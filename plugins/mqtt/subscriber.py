@@ -6,7 +6,10 @@ when the session outlives its connection, else exclusive to the connection (dele
 A shared subscription `$share/{group}/{filter}` consumes a queue of its own,
 "mqtt-shared-<group>-<binding key>", which every member of the group consumes: the kernel's
 round-robin among consumers is the load balancing. Shared queues are transient and deleted
-with their last consumer. One credit window (`SharedLimit`, the session's Receive Maximum)
+with their last consumer. On a cluster master, where the `shared` queue type is available
+(cluster/shared/), the group's queue is a shared queue instead, one for the whole cluster, so
+members on every node share the group's messages; it is durable and stays when its last
+member leaves (docs/cluster.md). One credit window (`SharedLimit`, the session's Receive Maximum)
 covers every consumer of the session.
 
 Permissions follow RabbitMQ: declaring the queue needs configure on it, binding write on the
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 OWN_TAG = "mqtt"
 SHARED_TAG_PREFIX = "mqtt-shared:"
+CLUSTER_QUEUE_TYPE = "shared"
+CLUSTER_SHARED = {"x-queue-type": CLUSTER_QUEUE_TYPE}
 
 
 class Subscriber:
@@ -250,7 +255,10 @@ class Subscriber:
         queue = vhost.queues.get(name)
         if queue is None:
             session.authorize(PermissionKind.CONFIGURE, "queue", name)
-            queue = vhost.declare_queue(name, auto_delete=True)
+            if vhost.queue_type_available(CLUSTER_QUEUE_TYPE):
+                queue = vhost.declare_queue(name, durable=True, arguments=CLUSTER_SHARED)
+            else:
+                queue = vhost.declare_queue(name, auto_delete=True)
         self._bind(queue, subscription.binding_key)
         session.authorize(PermissionKind.READ, "queue", name)
         session.outbound.shared[tag] = subscription  # before: the consumer may receive at once

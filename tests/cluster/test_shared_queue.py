@@ -13,6 +13,7 @@ the module; the tests run in file order.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Iterator
 
@@ -31,7 +32,13 @@ from tests.cluster.shared_cluster import (
     declare,
     declared,
 )
-from tests.cluster.workload import History, amqp_parameters, run_id, run_workload
+from tests.cluster.workload import (
+    History,
+    amqp_parameters,
+    mqtt_client,
+    run_id,
+    run_workload,
+)
 
 KILLS = 5
 """kill -9s in the default tier (the slow tier's loop runs 100)."""
@@ -96,6 +103,84 @@ def test_stomp_gets_an_error_frame_naming_the_refused_header(shared: SharedClust
     )  # fmt: skip
     wait_until(lambda: errors, "an ERROR frame")
     assert "x-max-length" in errors[0]
+
+
+def _routes(port: int, exchange: str, routing_key: str) -> bool:
+    """Whether a mandatory publish to `exchange` on the node at `port` reaches a queue."""
+    connection = pika.BlockingConnection(amqp_parameters(port))
+    try:
+        channel = connection.channel()
+        channel.confirm_delivery()
+        try:
+            channel.basic_publish(exchange, routing_key, b"probe", mandatory=True)
+            return True
+        except (pika.exceptions.UnroutableError, pika.exceptions.ChannelClosedByBroker):
+            return False  # unrouted, or no such exchange (404) yet
+    finally:
+        if connection.is_open:
+            connection.close()
+
+
+def test_bindings_of_a_shared_queue_hold_on_every_node(shared: SharedCluster) -> None:
+    n1, n2, n3 = shared.names
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n1)))
+    channel = connection.channel()
+    channel.exchange_declare("events", "topic", durable=True)
+    channel.queue_declare("routed", durable=True, arguments=SHARED)
+    channel.queue_bind("routed", "events", "order.*")
+    connection.close()
+    # n2 never saw the exchange: the binding brings its declaration along.
+    wait_until(lambda: _routes(shared.port(n2), "events", "order.created"), "routed on n2")
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n3)))
+    channel = connection.channel()
+    got = wait_until(
+        lambda: channel.basic_get("routed", auto_ack=True)[2], "the probe consumed on n3"
+    )
+    assert got == b"probe"
+    channel.queue_unbind("routed", "events", "order.*")
+    connection.close()
+    wait_until(lambda: not _routes(shared.port(n1), "events", "order.created"), "unbound on n1")
+    assert not any(k.startswith("bindings/") for k in shared.shared_keys())
+
+
+def test_an_mqtt_shared_subscription_is_balanced_over_the_whole_cluster(
+    shared: SharedCluster,
+) -> None:
+    received: dict[str, list[str]] = {node: [] for node in shared.names}
+    clients = []
+    for node in shared.names:
+        client = mqtt_client(f"share-{node}", clean=True)
+        subscribed = threading.Event()
+        client.on_subscribe = lambda *args, done=subscribed: done.set()
+        client.on_message = lambda c, u, m, got=received[node]: got.append(m.payload.decode())
+        client.connect("127.0.0.1", shared.port(node, "mqtt"))
+        client.loop_start()
+        client.subscribe("$share/meters/meters/#", qos=1)
+        assert subscribed.wait(10)
+        clients.append(client)
+    for node in shared.names:  # every node has the group's queue and its binding
+        wait_until(lambda node=node: _routes(shared.port(node), "amq.topic", "meters.x"), node)
+    publisher = mqtt_client("share-publisher", clean=True)
+    publisher.connect("127.0.0.1", shared.port(shared.names[2], "mqtt"))
+    publisher.loop_start()
+    sent = [f"reading-{i}" for i in range(300)]
+    for body in sent:
+        publisher.publish("meters/kitchen", body, qos=1).wait_for_publish(10)
+    publisher.loop_stop()
+    publisher.disconnect()
+
+    def all_in() -> bool:
+        return sum(len(got) for got in received.values()) >= len(sent)
+
+    wait_until(all_in, "every reading delivered")
+    time.sleep(0.5)  # a duplicate would arrive now
+    for client in clients:
+        client.loop_stop()
+        client.disconnect()
+    delivered = [body for got in received.values() for body in got if body != "probe"]
+    assert sorted(delivered) == sorted(sent)  # each once
+    print("MQTT readings per node", {node: len(got) for node, got in received.items()})
+    assert sum(1 for got in received.values() if got) >= 2, received.keys()
 
 
 def _workload(
