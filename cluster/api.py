@@ -39,17 +39,24 @@ from herald.cluster.plugin import cluster_config
 
 if TYPE_CHECKING:
     from herald.cluster.controller import GroupView
+    from herald.cluster.node import ClusterNode
     from herald.core.broker import Broker
+    from herald.core.config import HeraldConfig
 
 NAMESERVER_TIMEOUT_S = 2.0
 
 
 async def cluster_view(broker: Broker, _request: Any) -> dict[str, Any]:
-    config = cluster_config(broker.config)
-    node_name = broker.config.broker.node_name
+    return await node_view(broker.config, running_node(broker))
+
+
+async def node_view(herald_config: HeraldConfig, node: ClusterNode | None) -> dict[str, Any]:
+    """The answer for the node `herald_config` configures (a slave's read-only management
+    API, which has no broker, answers with it too: plugins/management/replica_api.py)."""
+    config = cluster_config(herald_config)
+    node_name = herald_config.broker.node_name
     if config is None:
         return {"enabled": False, "node": node_name}
-    node = running_node(broker)
     out: dict[str, Any] = {
         "enabled": True,
         "cluster": config.name,

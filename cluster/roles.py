@@ -41,6 +41,7 @@ from herald.cluster.peer import leaves
 from herald.cluster.shared.runtime import SharedRuntime
 from herald.core.broker import Broker
 from herald.core.errors import HeraldError, NotMaster
+from herald.plugins.management.replica_server import serve_replica
 
 if TYPE_CHECKING:
     from herald.cluster.controller import GroupController
@@ -209,6 +210,7 @@ class Roles:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(follower.run, self._master_to_follow)
+                nursery.start_soon(serve_replica, node, follower)  # read-only management API
                 self._report(task_status, None)
                 while not node.stopping and not self._may_campaign(node.view):
                     view = await node.wait_view()

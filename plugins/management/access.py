@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from herald.core.auth import PermissionKind
 from herald.core.errors import AccessRefused
@@ -62,20 +62,28 @@ def parse_basic(header: str | None) -> tuple[str, str]:
     return user, password
 
 
-async def authenticate(broker: Broker, header: str | None, peer_host: str | None) -> User:
-    """The broker's user behind these credentials (scrypt runs off the Trio thread)."""
+class Authenticator(Protocol):
+    """Who checks logins: the broker, or a slave's replicated users (replica_auth.py)."""
+
+    async def authenticate(self, username: str, password: str, peer_host: str | None) -> User:
+        """The user, or AccessRefused."""
+        ...
+
+
+async def authenticate(users: Authenticator, header: str | None, peer_host: str | None) -> User:
+    """The user behind these credentials (scrypt runs off the Trio thread)."""
     name, password = parse_basic(header)
     try:
-        return await broker.authenticate(name, password, peer_host)
+        return await users.authenticate(name, password, peer_host)
     except AccessRefused:
         raise unauthorised() from None
 
 
-class Access:
-    """One authenticated caller's view of the broker."""
+class Caller:
+    """An authenticated user and the level its tags reach (needs no broker: a slave's
+    read-only API checks its callers with it too)."""
 
-    def __init__(self, broker: Broker, user: User) -> None:
-        self.broker = broker
+    def __init__(self, user: User) -> None:
         self.user = user
         tags = user.tags
         self.is_admin = ADMINISTRATOR in tags
@@ -90,6 +98,14 @@ class Access:
             raise ApiError(403, "this needs the 'monitoring' or 'administrator' tag")
         if level is Level.ADMINISTRATOR and not self.is_admin:
             raise ApiError(403, "this needs the 'administrator' tag")
+
+
+class Access(Caller):
+    """One authenticated caller's view of the broker."""
+
+    def __init__(self, broker: Broker, user: User) -> None:
+        super().__init__(user)
+        self.broker = broker
 
     def sees_vhost(self, name: str) -> bool:
         if self.is_monitor:

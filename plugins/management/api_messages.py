@@ -3,7 +3,8 @@
 Publish and get behave like RabbitMQ's (same bodies, same `ackmode`s). Browse is herald's:
 it walks a queue's ready entries in delivery order, reading swapped ones back from the store,
 and changes nothing. Search and read-by-position go to the store's index and log, across
-vhosts, so they are for administrators.
+vhosts, so they are for administrators; they are stored_messages.py's, which a slave's
+read-only API answers them with too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from herald.core.consumer import Consumer
 from herald.core.message import NATIVE_PROTOCOL, Message, Properties
 from herald.core.publish_result import RouteStatus
 from herald.core.queue_entry import QueueEntry
-from herald.plugins.management import store_access
+from herald.plugins.management import stored_messages
 from herald.plugins.management.access import READ, WRITE, Level
 from herald.plugins.management.api_topology import find_queue
 from herald.plugins.management.endpoints import Ctx, EndpointTable
@@ -25,6 +26,7 @@ from herald.plugins.management.shapes import (
     expires_in_ms,
     message_json,
 )
+from herald.plugins.management.stored_messages import BrowsePage, StoredMessages, encoding_of
 
 table = EndpointTable("messages")
 
@@ -71,12 +73,6 @@ def parse_properties(raw: Any) -> Properties:
     if values.get("delivery_mode") not in (None, 1, 2):
         raise bad_request("property 'delivery_mode' must be 1 (transient) or 2 (persistent)")
     return Properties(**values)
-
-
-def _encoding(ctx_value: Any) -> str:
-    if ctx_value not in ("auto", "base64"):
-        raise bad_request("'encoding' must be 'auto' or 'base64'")
-    return ctx_value
 
 
 @table.post(
@@ -146,7 +142,7 @@ async def get_messages(ctx: Ctx) -> list[dict[str, Any]]:
     ackmode = body.get("ackmode", "ack_requeue_true")
     if ackmode not in ACK_MODES:
         raise bad_request(f"'ackmode' must be one of {', '.join(ACK_MODES)}")
-    encoding = _encoding(body.get("encoding", "auto"))
+    encoding = encoding_of(body.get("encoding", "auto"))
     truncate = body.get("truncate")
     if truncate is not None and (not isinstance(truncate, int) or truncate < 0):
         raise bad_request("'truncate' must be a non-negative integer")
@@ -161,7 +157,7 @@ async def get_messages(ctx: Ctx) -> list[dict[str, Any]]:
         taken.append(entry)
     out = []
     for i, entry in enumerate(taken):
-        drawn = message_json(entry.message, ctx.broker, encoding, truncate)
+        drawn = message_json(entry.message, ctx.broker.codecs, encoding, truncate)
         drawn["redelivered"] = entry.redelivered
         drawn["message_count"] = queue.message_count + len(taken) - i - 1
         out.append(drawn)
@@ -180,17 +176,12 @@ async def get_messages(ctx: Ctx) -> list[dict[str, Any]]:
 )
 async def browse(ctx: Ctx) -> dict[str, Any]:
     queue = find_queue(ctx)
-    offset = ctx.int_query("offset", 0)
-    limit = ctx.int_query("limit", 50, low=1, high=ctx.state.config.max_messages)
-    encoding = _encoding(ctx.query.get("encoding", "auto"))
-    truncate = ctx.int_query("truncate", -1, low=-1)
+    page = BrowsePage.parse(ctx.query, ctx.state.config.max_messages)
     ctx.access.check(queue.vhost.name, READ, "queue", queue.name)
-    entries = queue.browse(offset + limit)[offset:]
+    entries = queue.browse(page.offset + page.limit)[page.offset :]
     items = []
     for entry in entries:
-        drawn = message_json(
-            entry.message, ctx.broker, encoding, None if truncate < 0 else truncate
-        )
+        drawn = message_json(entry.message, ctx.broker.codecs, page.encoding, page.truncate)
         drawn.update(
             queue_offset=entry.offset,
             delivery_count=entry.delivery_count,
@@ -203,8 +194,8 @@ async def browse(ctx: Ctx) -> dict[str, Any]:
         "vhost": queue.vhost.name,
         "queue": queue.name,
         "messages_ready": queue.message_count,
-        "offset": offset,
-        "limit": limit,
+        "offset": page.offset,
+        "limit": page.limit,
         "items": items,
     }
 
@@ -216,22 +207,8 @@ async def browse(ctx: Ctx) -> dict[str, Any]:
     query=("key", "from", "to", "limit", "encoding"),
 )
 async def search(ctx: Ctx) -> dict[str, Any]:
-    key = ctx.query.get("key")
-    if not key:
-        raise bad_request("query parameter 'key' is required")
-    begin = ctx.int_query("from", 0)
-    end = ctx.int_query("to", 2**62)
-    if end < begin:
-        raise bad_request("'to' is before 'from'")
-    limit = ctx.int_query("limit", 64, low=1, high=ctx.state.config.max_messages)
-    encoding = _encoding(ctx.query.get("encoding", "auto"))
-    found = store_access.find_by_key(ctx.broker.store, key, begin, end, limit)
-    return {
-        "key": key,
-        "from": begin,
-        "to": end,
-        "items": [message_json(m, ctx.broker, encoding) for m in found],
-    }
+    source = StoredMessages.of_broker(ctx.broker)
+    return stored_messages.search(source, ctx.query, ctx.state.config.max_messages)
 
 
 @table.get(
@@ -241,26 +218,5 @@ async def search(ctx: Ctx) -> dict[str, Any]:
     query=("encoding",),
 )
 async def by_position(ctx: Ctx) -> dict[str, Any]:
-    text = ctx.params["position"]
-    if not text.isdigit():
-        raise bad_request("the position must be a non-negative integer")
-    encoding = _encoding(ctx.query.get("encoding", "auto"))
-    found = store_access.message_at(ctx.broker.store, int(text))
-    message = found.pop("message")
-    out = message_json(message, ctx.broker, encoding)
-    out.update(found)
-    out["queues"] = _queues_of(ctx, found.get("targets", []))
-    return out
-
-
-def _queues_of(ctx: Ctx, targets: list[dict[str, int]]) -> list[dict[str, Any]]:
-    """Which live queues the stored message was for (durable queues, by store id)."""
-    ids = {t["queue_id"]: t["queue_offset"] for t in targets}
-    out = []
-    for vhost in ctx.broker.vhosts.values():
-        for queue in vhost.queues.values():
-            if queue.store_id in ids:
-                out.append(
-                    {"vhost": vhost.name, "name": queue.name, "queue_offset": ids[queue.store_id]}
-                )
-    return out
+    source = StoredMessages.of_broker(ctx.broker)
+    return stored_messages.at_position(source, ctx.params["position"], ctx.query)

@@ -69,17 +69,7 @@ class Ctx:
         return self.query.get(name, "").lower() in ("true", "1", "yes")
 
     def int_query(self, name: str, default: int, *, low: int = 0, high: int | None = None) -> int:
-        text = self.query.get(name)
-        if text is None or text == "":
-            return default
-        try:
-            value = int(text)
-        except ValueError:
-            raise bad_request(f"query parameter '{name}' must be an integer") from None
-        if value < low or (high is not None and value > high):
-            upper = "" if high is None else f"..{high}"
-            raise bad_request(f"query parameter '{name}' must be in {low}{upper}")
-        return value
+        return int_query(self.query, name, default, low=low, high=high)
 
     async def json(self, *, required: bool = True) -> Any:
         """The request body as JSON: 400 if malformed, 413 if over `max_body_bytes`."""
@@ -108,6 +98,23 @@ class Ctx:
         if not isinstance(body, dict):
             raise bad_request("the JSON body must be an object")
         return body
+
+
+def int_query(
+    query: Mapping[str, str], name: str, default: int, *, low: int = 0, high: int | None = None
+) -> int:
+    """Query parameter `name` as an integer in [low, high]; 400 otherwise (absent: `default`)."""
+    text = query.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise bad_request(f"query parameter '{name}' must be an integer") from None
+    if value < low or (high is not None and value > high):
+        upper = "" if high is None else f"..{high}"
+        raise bad_request(f"query parameter '{name}' must be in {low}{upper}")
+    return value
 
 
 Handler = Callable[[Ctx], Awaitable[Any]]
@@ -178,24 +185,41 @@ def _without_challenge(request: Request, exc: ApiError) -> dict[str, str]:
 def as_starlette(state: ManagementState, endpoint: Endpoint) -> Callable:
     """The Starlette endpoint running `endpoint.handler` with auth and error mapping."""
 
+    async def call(request: Request) -> Any:
+        user = await authenticate(state.broker, request.headers.get("authorization"), peer(request))
+        access = Access(state.broker, user)
+        access.require(endpoint.level)
+        result = endpoint.handler(Ctx(state, request, access, path_params(request)))
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
     async def run(request: Request) -> Response:
-        try:
-            peer = request.client.host if request.client is not None else None
-            user = await authenticate(state.broker, request.headers.get("authorization"), peer)
-            access = Access(state.broker, user)
-            access.require(endpoint.level)
-            params = {k: unquote(str(v)) for k, v in request.path_params.items()}
-            result = endpoint.handler(Ctx(state, request, access, params))
-            if inspect.isawaitable(result):
-                result = await result
-            return to_response(result)
-        except ApiError as exc:
-            return error_response(exc.status, exc.reason, _without_challenge(request, exc))
-        except KernelError as exc:
-            return error_response(status_of(exc), exc.reply_text)
-        except Exception:
-            log.exception("management: %s %s failed", request.method, request.url.path)
-            return error_response(500, "internal error; see the broker log")
+        return await guarded(request, call)
 
     run.__name__ = getattr(endpoint.handler, "__name__", "endpoint")
     return run
+
+
+def peer(request: Request) -> str | None:
+    return request.client.host if request.client is not None else None
+
+
+def path_params(request: Request) -> dict[str, str]:
+    """The path parameters, percent-decoded (vhost "/" arrives as %2F)."""
+    return {k: unquote(str(v)) for k, v in request.path_params.items()}
+
+
+async def guarded(request: Request, call: Callable[[Request], Awaitable[Any]]) -> Response:
+    """`call(request)`'s answer, and every failure as a JSON error: `ApiError` as it says, a
+    kernel error by its reply code, anything else 500 (logged). A slave's read-only API
+    (replica_api.py) answers through this too."""
+    try:
+        return to_response(await call(request))
+    except ApiError as exc:
+        return error_response(exc.status, exc.reason, _without_challenge(request, exc))
+    except KernelError as exc:
+        return error_response(status_of(exc), exc.reply_text)
+    except Exception:
+        log.exception("management: %s %s failed", request.method, request.url.path)
+        return error_response(500, "internal error; see the broker log")

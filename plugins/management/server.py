@@ -25,7 +25,7 @@ from hypercorn.typing import ASGIFramework
 
 from herald.core.listeners import ListenerBindError
 from herald.core.plugin_types import Listener
-from herald.core.tls import server_context
+from herald.core.tls import TLSSection, server_context
 from herald.plugins.management.config import ManagementConfig
 from herald.plugins.management.metrics import HeraldCollector, make_registry
 from herald.plugins.management.rates import Rates
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
     from herald.core.broker import Broker
+    from herald.core.config import HeraldConfig
     from herald.plugins.management.endpoints import Endpoint
 
 log = logging.getLogger("herald.plugins.management")
@@ -69,9 +70,16 @@ class ManagementState:
         return self.broker.stopping or self.listener is None
 
 
-def selected(broker: Broker) -> bool:
-    chosen = broker.config.broker.plugins
+def selected(config: HeraldConfig) -> bool:
+    """`herald run --plugins` chose the management plugin (no `--plugins`: every plugin)."""
+    chosen = config.broker.plugins
     return chosen is None or NAME in chosen
+
+
+def section(config: HeraldConfig) -> ManagementConfig:
+    """The `[management]` section (its defaults when the config has none)."""
+    found = config.plugins.get(NAME)
+    return found if isinstance(found, ManagementConfig) else ManagementConfig()
 
 
 class _Config(HypercornConfig):
@@ -112,14 +120,13 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def https_context(broker: Broker) -> ssl.SSLContext | None:
+def https_context(tls: TLSSection) -> ssl.SSLContext | None:
     """A fresh server context from `[tls]` (not the broker's shared one: ALPN is set here for
-    HTTP/2 and HTTP/1.1, which must not leak into the AMQP or STOMP handshakes)."""
-    if broker.tls_context is None:
-        return None
-    context = server_context(broker.config.tls)
-    assert context is not None
-    context.set_alpn_protocols(["h2", "http/1.1"])
+    HTTP/2 and HTTP/1.1, which must not leak into the AMQP or STOMP handshakes); None
+    without a certificate."""
+    context = server_context(tls)
+    if context is not None:
+        context.set_alpn_protocols(["h2", "http/1.1"])
     return context
 
 
@@ -156,18 +163,17 @@ def listeners_of(binds: list[str], host: str) -> list[Listener]:
 
 async def run(broker: Broker, *, task_status: trio.TaskStatus[None]) -> None:
     """The service: serve until the broker's nursery is cancelled."""
-    if not selected(broker):
+    if not selected(broker.config):
         task_status.started()
         return
     from herald.plugins.management.app import build_app
 
-    section = broker.config.plugins.get(NAME)
-    config = section if isinstance(section, ManagementConfig) else ManagementConfig()
+    config = section(broker.config)
     state = ManagementState.for_broker(broker, config)
     # Starlette's ASGI types (MutableMapping scopes) and hypercorn's (TypedDicts) describe
     # the same calls but do not unify (hypercorn issue #353): say which one this is.
     app = cast(ASGIFramework, build_app(state))
-    hc = hypercorn_config(config, https_context(broker))
+    hc = hypercorn_config(config, https_context(broker.config.tls))
     async with trio.open_nursery() as nursery:
         nursery.start_soon(state.rates.run, config.sample_interval)
         binds = await nursery.start(partial(serve, app, hc))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from herald.core.connections import Connection
     from herald.core.consumer import Consumer
     from herald.core.exchange import Binding, Exchange
-    from herald.core.message import Message
+    from herald.core.message import CodecRegistry, Message
     from herald.plugins.management.rates import Rates
 
 DEFAULT_EXCHANGE_ALIAS = "amq.default"
@@ -252,10 +252,11 @@ def payload(body: bytes, encoding: str, truncate: int | None) -> dict[str, Any]:
 
 
 def message_json(
-    message: Message, broker: Broker, encoding: str = "auto", truncate: int | None = None
+    message: Message, codecs: CodecRegistry, encoding: str = "auto", truncate: int | None = None
 ) -> dict[str, Any]:
-    """A message as RabbitMQ's get answers it: properties, routing, payload."""
-    content = message.decoded(broker.codecs)
+    """A message as RabbitMQ's get answers it: properties, routing, payload (`codecs`: the
+    broker's, or a slave's own for its replicated store)."""
+    content = message.decoded(codecs)
     props = {
         k: to_json_safe(v)
         for k, v in attrs.asdict(content.properties, recurse=False).items()
