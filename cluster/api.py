@@ -24,7 +24,10 @@ released). On a master (a node running the HA streams), from `ClusterNode.replic
 - per slave the master has seen (label `slave`): `herald_ha_slave_connected`,
   `herald_ha_slave_in_sync` (in the sync set), `herald_ha_lag_bytes` (log end minus the
   slave's ack) and `herald_ha_lag_seconds` (how long ago the slave last held everything the
-  master had; no sample while it is disconnected or has never caught up: unknown, not 0).
+  master had; no sample while it is disconnected or has never caught up: unknown, not 0);
+- with shared queues, `herald_shared_*` (cluster/shared/status.py).
+
+`shared` in the answer is the master's shared queues now (`SharedRuntime.describe`).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ async def node_view(herald_config: HeraldConfig, node: ClusterNode | None) -> di
         "addrs": {} if node is None else node.addresses(),
         "offset": None if node is None else node.offset(),  # live, not as of a registration
         "replication": None if node is None else node.replication(),
+        "shared": None if node is None or node.shared is None else node.shared.describe(),
         **group_keys(None if node is None else node.view),
         "nameservers": list(config.nameservers),
         "nameserver": None,
@@ -129,6 +133,10 @@ def node_gauges(broker: Broker) -> tuple[Gauge, ...]:
             (((), float(fenced)),),
         )
     ]
+    if node.shared is not None:
+        from herald.cluster.shared.status import shared_gauges
+
+        out += shared_gauges(node.shared)
     replication = node.replication()
     slaves = replication.get("slaves")
     if not isinstance(slaves, dict):  # not a master now

@@ -45,6 +45,7 @@ from herald.cluster.nameserver.registry import Role
 from herald.cluster.port import ClusterPort
 from herald.cluster.registration import QueueTable, Registrar, queue_table
 from herald.cluster.roles import Roles
+from herald.cluster.shared.status import delivered as shared_delivered
 from herald.cluster.status import NodeStatus
 from herald.core.broker import Broker
 from herald.storage.commitlog_config import CommitLogConfig
@@ -178,11 +179,13 @@ class ClusterNode:
         return {}
 
     def describe(self) -> dict[str, Any]:
-        """The node key's changing part: addresses, the commit-log offset, replication."""
+        """The node key's changing part: addresses, the commit-log offset, replication, and
+        on a master what its consumers settled per shared queue."""
         return {
             "addrs": self.addresses(),
             "offset": self.offset(),
             "replication": self.replication(),
+            "shared": shared_delivered(self.shared) if self.shared is not None else {},
         }
 
     def apply_alarm(self) -> None:

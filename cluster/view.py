@@ -19,8 +19,10 @@ and a note on stderr says why.
 `--json` prints `/v1/cluster` as received, with `nameserver`, `etcd` (the endpoints asked,
 or null) and `etcd_error` (why etcd was not read, or null) added, each group with `ha` (see
 `group_ha`) and each node with `in_sync`, `lag_bytes`, `lag_ms` and `replication` (see
-`node_ha`), null when etcd was not read. With etcd read, the table gains the columns
-`IN SYNC`, `LAG BYTES` and `LAG MS`, and a second table of the groups as etcd has them.
+`node_ha`), null when etcd was not read, and `shared` (per cluster, each shared queue's
+slots: how many, free, the messages they span, who holds them). With etcd read, the table
+gains the columns `IN SYNC`, `LAG BYTES` and `LAG MS`, a second table of the groups as etcd
+has them, and a third of the shared queues with each master's delivered count.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from herald.cluster import keys
 from herald.cluster.controller import GroupState, MasterClaim
 from herald.cluster.etcd import EtcdClient, EtcdError
 from herald.cluster.nameserver.client import NameServerUnavailable, base_url
+from herald.cluster.shared.status import read_shared, shared_table
 from herald.core.errors import HeraldError
 
 DEFAULT_NAMESERVER = "127.0.0.1:9876"
@@ -113,6 +116,8 @@ class ClusterKeys:
     cluster: str
     groups: Mapping[str, GroupKeys]
     nodes: Mapping[str, Mapping[str, Any]]
+    shared: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    """Shared queues and their slots (cluster/shared/status.py `read_shared`)."""
 
 
 async def read_cluster_keys(etcd: EtcdClient, cluster: str) -> ClusterKeys:
@@ -144,7 +149,7 @@ async def read_cluster_keys(etcd: EtcdClient, cluster: str) -> ClusterKeys:
         if node is not None and isinstance(data, dict):
             nodes[node] = data
     groups = {name: GroupKeys(**entry) for name, entry in sorted(parts.items())}
-    return ClusterKeys(cluster, groups, nodes)
+    return ClusterKeys(cluster, groups, nodes, await read_shared(etcd, cluster))
 
 
 def read_etcd(
@@ -243,7 +248,8 @@ def with_etcd(view: Mapping[str, Any], found: Mapping[str, ClusterKeys] | None) 
             for node in group.get("nodes", [])
         ]
         groups.append({**group, "ha": group_ha(group_keys, cluster.nodes), "nodes": nodes})
-    return {**view, "groups": groups}
+    shared = {name: dict(cluster_keys.shared) for name, cluster_keys in (found or {}).items()}
+    return {**view, "groups": groups, "shared": shared if found is not None else None}
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -295,6 +301,8 @@ def status_table(view: Mapping[str, Any], found: Mapping[str, ClusterKeys] | Non
         lines += ["", f"etcd {etcd}, cluster {cluster.cluster}: {len(cluster.groups)} group(s)"]
         if cluster.groups:
             lines += _table(*_groups_table(cluster))
+        if cluster.shared:
+            lines += ["", *shared_table(cluster.shared, cluster.nodes)]
     return "\n".join(lines)
 
 

@@ -85,10 +85,13 @@ class Feeds:
 
     def settled(self, queue: SharedQueue, entry: QueueEntry) -> None:
         feed = self.feeds.get(queue.key)
-        held = feed.by_offset.pop(entry.offset, None) if feed is not None else None
+        if feed is None:
+            return
+        held = feed.by_offset.pop(entry.offset, None)
         if held is None:
             return
         origin_offset = held.entries.pop(entry.offset)
+        feed.delivered += 1
         if held.slot.group == self.runtime.group:
             store = self.runtime.store
             assert queue.store_id is not None
@@ -98,7 +101,7 @@ class Feeds:
             held.to_ack.append(origin_offset)
         self._acks_due.set()
         if queue.ready.count < self.runtime.config.slot_window // 2:
-            feed.wake.set()  # type: ignore[union-attr]
+            feed.wake.set()
 
     def requeued(self, queue: SharedQueue, entry: QueueEntry) -> None:
         feed = self.feeds.get(queue.key)
@@ -249,7 +252,6 @@ class Feeds:
         if held.local_acks:
             await self.runtime.acks_durable()
         feed.held.pop((held.slot.group, held.slot.first), None)
-        feed.delivered += held.slot.size
         if not await self.runtime.table.done(held.slot):
             log.info("shared queue %s: slot %s was taken over", feed.queue.name, held.slot.name)
 

@@ -88,9 +88,12 @@ class SharedCluster:
 
         return trio.run(read)
 
-    def slot_keys(self) -> list[str]:
-        """Slot and owner keys left (a drained queue has none)."""
-        return [k for k in self.shared_keys() if k.startswith(("slots/", "owners/"))]
+    def slot_keys(self, queue: str, vhost: str = "/") -> list[str]:
+        """The queue's slot and owner keys left (a drained queue has none)."""
+        where = f"{keys.part(vhost)}/{keys.part(queue)}/"
+        return [
+            k for k in self.shared_keys() if k.startswith((f"slots/{where}", f"owners/{where}"))
+        ]
 
 
 def declare(port: int, queue: str, arguments: dict[str, Any] | None = None) -> None:

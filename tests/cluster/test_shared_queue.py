@@ -12,15 +12,19 @@ the module; the tests run in file order.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
 from collections.abc import Iterator
 
+import httpx
 import pika
 import pytest
 import stomp
+from click.testing import CliRunner
 
+from herald.core.cli import main
 from tests.cluster.checker import check, report
 from tests.cluster.harness import EtcdProcess, wait_until
 from tests.cluster.shared_cluster import (
@@ -183,6 +187,52 @@ def test_an_mqtt_shared_subscription_is_balanced_over_the_whole_cluster(
     assert sum(1 for got in received.values() if got) >= 2, received.keys()
 
 
+def _status(shared: SharedCluster, *options: str) -> str:
+    result = CliRunner().invoke(
+        main, ["cluster", "status", "--dir", str(shared.dev.root), *options]
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_status_console_api_and_metrics_show_the_slots(shared: SharedCluster) -> None:
+    n1, n2, _ = shared.names
+    declare(shared.port(n1), "visible")
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n1)))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    for i in range(50):
+        channel.basic_publish("", "visible", f"m{i}".encode())
+    connection.close()
+
+    def free_slots() -> dict[str, object] | None:
+        found = json.loads(_status(shared, "--json"))["shared"][shared.cluster]
+        queue = found.get("//visible")  # "<vhost>/<queue>"
+        return queue if queue and queue["free"] and queue["messages"] == 50 else None
+
+    queue = wait_until(free_slots, "the queue's slots, free, in the status")
+    assert queue["holders"] == {}
+    text = _status(shared)
+    assert "SHARED QUEUE" in text and "/visible" in text
+    # A consumer on n2 that takes one message and holds it: n2 holds a slot.
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n2)))
+    channel = connection.channel()
+    channel.basic_qos(prefetch_count=1)
+    channel.queue_declare("visible", durable=True, arguments=SHARED)
+    held: list[int] = []
+    channel.basic_consume("visible", lambda ch, m, p, b: held.append(m.delivery_tag))
+    wait_until(lambda: connection.process_data_events(0.1) or held, "a delivery on n2")
+    wait_until(lambda: n2 in _status(shared), "n2 named as a holder")
+    auth = ("guest", "guest")
+    api = httpx.get(f"http://127.0.0.1:{shared.port(n2, 'management')}/api/cluster", auth=auth)
+    mine = api.json()["shared"]["//visible"]
+    assert mine["held_here"] >= 1 and mine["consumers_here"] == 1
+    metrics = httpx.get(f"http://127.0.0.1:{shared.port(n2, 'management')}/metrics", auth=auth)
+    assert 'herald_shared_slots_held_here{queue="visible",vhost="/"}' in metrics.text
+    channel.basic_ack(held[0])
+    connection.close()
+
+
 def _workload(
     shared: SharedCluster, queue: str, per_publisher: int, pause_s: float, deadline_s: float
 ) -> tuple[list[SharedAmqpPublisher], list[SharedAmqpConsumer], History]:
@@ -218,7 +268,7 @@ def test_every_message_is_delivered_once_by_consumers_on_every_node(
     per_node = {node: c.count for node, c in zip(shared.names, consumers, strict=True)}
     print("deliveries per node", per_node)
     assert all(per_node.values()), per_node
-    wait_until(lambda: not shared.slot_keys(), "every slot of the drained queue deleted")
+    wait_until(lambda: not shared.slot_keys("once"), "every slot of the drained queue deleted")
 
 
 def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(shared: SharedCluster) -> None:
@@ -256,4 +306,4 @@ def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(shared: Shared
     print("deliveries per node", per_node)
     total = sum(per_node.values())
     assert all(count >= total * 0.2 for count in per_node.values()), per_node
-    wait_until(lambda: not shared.slot_keys(), "every slot deleted after the drain", WAIT_S)
+    wait_until(lambda: not shared.slot_keys("survives"), "no slot left after the drain", WAIT_S)

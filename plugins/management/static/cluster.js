@@ -112,8 +112,27 @@ function nodeTable(c) {
   ], rows, "no node has registered with this name server", (n) => (isThis(n) ? "self" : undefined));
 }
 
+// A master's shared queues: each queue's slots cluster-wide (free, and who holds them), and
+// what this node has of it now.
+function sharedQueues(c) {
+  const queues = Object.entries(c.shared || {}).map(([name, q]) => ({ name, ...q }));
+  if (!queues.length) return [];
+  const holders = (q) => {
+    const count = {};
+    for (const s of q.slots) if (s.owner) count[s.owner] = (count[s.owner] || 0) + 1;
+    return Object.entries(count).sort().map(([n, k]) => `${n}: ${k}`).join(", ") || "-";
+  };
+  return [h("section", { id: "cluster-shared" }, h("h2", {}, "Shared queues"), table([
+    ["Queue", (q) => q.name], ["Slots", (q) => q.slots.length, "num"], ["Free", (q) => q.free, "num"],
+    ["Messages in slots", (q) => q.slots.reduce((n, s) => n + s.last - s.first + 1, 0), "num"],
+    ["Held by", holders], ["Held here", (q) => q.held_here, "num"],
+    ["Ready here", (q) => q.ready_here, "num"], ["Consumers here", (q) => q.consumers_here, "num"],
+    ["Delivered here", (q) => q.delivered_here, "num"],
+  ], queues))];
+}
+
 function member(c) {
-  const out = [h("section", {}, h("h2", {}, "This node"), thisNode(c)), replication(c)];
+  const out = [h("section", {}, h("h2", {}, "This node"), thisNode(c)), replication(c), ...sharedQueues(c)];
   if (c.nameserver_errors.length) {
     out.push(h("div", { id: "cluster-errors", class: "error" },
       h("p", {}, c.view ? "Name servers that did not answer:" : "No name server answered:"),
