@@ -7,7 +7,8 @@ the queue as `x-queue-type: shared` and note whether each delivery came flagged 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pika
 import trio
 
 from herald.cluster import keys
-from tests.cluster.harness import DevCluster, NodeProcess
+from tests.cluster.harness import DevCluster, NodeProcess, etcd_get
 from tests.cluster.nodes import cluster_name
 from tests.cluster.workload import (
     AmqpConsumer,
@@ -71,6 +72,35 @@ class SharedCluster:
     def port(self, node: str, protocol: str = "amqp") -> int:
         entry = next(n for n in self.dev.info["nodes"] if n["name"] == node)
         return int(entry["addrs"][protocol].rsplit(":", 1)[1])
+
+    @property
+    def groups(self) -> dict[str, list[str]]:
+        """Group -> its nodes, as cluster.json lists them."""
+        out: dict[str, list[str]] = {}
+        for entry in self.dev.info["nodes"]:
+            out.setdefault(entry["group"], []).append(entry["name"])
+        return out
+
+    def master_of(self, group: str) -> str | None:
+        """The node holding the group's master claim now (None: no live master)."""
+        found = etcd_get(self.etcd, keys.group_master_key(self.cluster, group))
+        return json.loads(found.value)["node"] if found is not None else None
+
+    def master_port(self, group: str, protocol: str = "amqp") -> Callable[[], int]:
+        """The group's master's client port, asked again at each connect: a workload client
+        follows the group across failovers (its old master's port until one is elected)."""
+        last = [self.port(self.groups[group][0], protocol)]
+
+        def port() -> int:
+            try:
+                master = self.master_of(group)
+            except Exception:  # etcd busy: keep the last one
+                master = None
+            if master is not None:
+                last[0] = self.port(master, protocol)
+            return last[0]
+
+        return port
 
     def log_of(self, node: str) -> str:
         return self.processes[node].log_path.read_text(errors="replace")
