@@ -45,7 +45,9 @@ from tests.cluster.workload import (
 )
 
 KILLS = 5
-"""kill -9s in the default tier (the slow tier's loop runs 100)."""
+"""kill -9s in the default tier."""
+SLOW_KILLS = 100
+"""kill -9s in the slow tier (`make test-slow`)."""
 
 
 @pytest.fixture(scope="module")
@@ -271,28 +273,32 @@ def test_every_message_is_delivered_once_by_consumers_on_every_node(
     wait_until(lambda: not shared.slot_keys("once"), "every slot of the drained queue deleted")
 
 
-def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(shared: SharedCluster) -> None:
-    declare(shared.port(shared.names[0]), "survives")
+@pytest.mark.parametrize("kills", [KILLS, pytest.param(SLOW_KILLS, marks=pytest.mark.slow)])
+def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(
+    shared: SharedCluster, kills: int
+) -> None:
+    queue = f"survives-{kills}"
+    declare(shared.port(shared.names[0]), queue)
     for node in shared.names:
-        wait_until(lambda node=node: declared(shared.port(node), "survives"), node)
-    publishers, consumers, history = _workload(shared, "survives", 100_000, 0.005, 8.0 * KILLS)
-    rng = random.Random(23)
-    kills: list[str] = []
+        wait_until(lambda node=node: declared(shared.port(node), queue), node)
+    publishers, consumers, history = _workload(shared, queue, 10_000_000, 0.005, 6.5 * kills)
+    rng = random.Random(23 + kills)
+    killed: list[str] = []
 
     def nemesis() -> None:
-        for _ in range(KILLS):
+        for _ in range(kills):
             time.sleep(rng.uniform(4.0, 7.0))
             victim = rng.choice(shared.names)
-            kills.append(victim)
+            killed.append(victim)
             shared.processes[victim].kill()
             time.sleep(0.5)
             shared.processes[victim].start()
 
-    run_workload(publishers, consumers, timeout=WAIT_S * 3, during=nemesis)
+    run_workload(publishers, consumers, timeout=WAIT_S * 3 + 7.0 * kills, during=nemesis)
     result = check(history.snapshot(), classic=False)
-    summary = result.summary(kills=kills)
+    summary = result.summary(kills=killed)
     print(summary)
-    assert result.valid, report(result, kills=kills)
+    assert result.valid, report(result, kills=killed)
     assert not result.body_problems, report(result)
     flags: dict[str, list[bool]] = {}
     for consumer in consumers:
@@ -306,4 +312,4 @@ def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(shared: Shared
     print("deliveries per node", per_node)
     total = sum(per_node.values())
     assert all(count >= total * 0.2 for count in per_node.values()), per_node
-    wait_until(lambda: not shared.slot_keys("survives"), "no slot left after the drain", WAIT_S)
+    wait_until(lambda: not shared.slot_keys(queue), "no slot left after the drain", WAIT_S)
