@@ -7,6 +7,7 @@ stale pick. A `WatchReset` (compacted history) reloads the whole prefix.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -57,6 +58,12 @@ class SlotIndex:
         self._notify()
 
     def _put(self, kv: KeyValue) -> None:
+        """Take one key in; a value of the wrong shape (written by hand, a newer version) is
+        skipped, never raised: the rest of the index stays good."""
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            self._take(kv)
+
+    def _take(self, kv: KeyValue) -> None:
         parsed = keys.parse_shared_key(self.cluster, kv.key.decode())
         if parsed is None:
             return

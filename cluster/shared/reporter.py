@@ -7,11 +7,11 @@ since its last report and makes it a slot once it holds `slot_window` messages o
 (flushed, and in sync mode on every sync-set slave): a slot never names a message a failover
 could lose. One txn per tick carries every due queue.
 
-`recover` runs once per queue when a node becomes master (the orphan sweep): live offsets
-above the origin's mark were stored but never reported (the old master died first), so they
-become slots; live offsets at or below it that no slot covers lost their slot's acks with a
-failed-over origin, so they become recovery slots, delivered flagged redelivered. The
-queue's next offset moves past the mark: offsets are never reused.
+`recover` runs once per queue when a node becomes master and every `SWEEP_S` after (the
+orphan sweep): live offsets above the origin's mark were stored but never reported (the old
+master died first), so they become slots; live offsets at or below it that no slot covers
+lost their slot's acks with a failed-over origin, so they become recovery slots, delivered
+flagged redelivered. The queue's next offset moves past the mark: offsets are never reused.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("herald.cluster.shared")
 
 RETRY_S = 0.5
+SWEEP_S = 60.0
 
 
 @attrs.define
@@ -68,7 +69,9 @@ class Reporter:
         self.pending: dict[tuple[str, str], PendingRange] = {}
         self.made = 0
         self.recovered = 0
+        self.sweeps = 0
         self._wake = trio.Event()
+        self._lock = trio.Lock()
 
     def note(self, queue: SharedQueue, offset: int, ticket: int) -> None:
         """`offset` of `queue` was stored with durability `ticket` (hot path: no await)."""
@@ -100,9 +103,10 @@ class Reporter:
                 with trio.move_on_at(soonest):
                     await self._wake.wait()
                 continue
-            for p in due:
-                del self.pending[p.queue.key]
-            await self._report(due)
+            async with self._lock:  # the sweep never sees these neither pending nor made
+                for p in due:
+                    del self.pending[p.queue.key]
+                await self._report(due)
 
     async def _report(self, due: list[PendingRange]) -> None:
         store = self.runtime.store
@@ -121,32 +125,46 @@ class Reporter:
                 await trio.sleep(RETRY_S)
         self.made += len(slots)
 
+    async def sweep_every(self, period: float) -> None:
+        """The orphan sweep again every `period` seconds, for every queue."""
+        while True:
+            await trio.sleep(period)
+            for queue in list(self.runtime.queues.values()):
+                if queue.deleted:
+                    continue
+                try:
+                    await self.recover(queue)
+                except (EtcdError, OSError) as exc:
+                    log.info("shared queue %s: sweep put off (%s)", queue.name, exc)
+
     async def recover(self, queue: SharedQueue) -> None:
-        """The orphan sweep for one queue, when this node becomes its group's master."""
+        """The orphan sweep for one queue: at promotion, then every `SWEEP_S`.
+
+        Live ranges first, then this origin's slots as etcd has them now, under the lock the
+        reporter holds from taking a range out of `pending` to making its slot: an offset is
+        then live and covered by a slot or pending, or it is an orphan. A slot deleted
+        between the two reads (its acks durable meanwhile) can only make a duplicate."""
         runtime = self.runtime
         assert queue.store_id is not None
         vhost, name = queue.key
-        mark = await runtime.table.marks(vhost, name)
-        queue.next_offset = max(queue.next_offset, mark + 1)
-        covered = [
-            (s.first, s.last) for s in runtime.index.of_queue(queue.key) if s.group == runtime.group
-        ]
-        pending = self.pending.get(queue.key)
-        if pending is not None:  # published since the broker listened: the reporter's
-            covered.append((pending.first, queue.next_offset))
-        window = runtime.config.slot_window
-        slots: list[NewSlot] = []
-        for live in runtime.store.queue_ranges(queue.store_id, window):
-            for low, high in uncovered(live.first_offset, live.last_offset, covered):
-                if high <= mark:
-                    slots.append(NewSlot(vhost, name, low, high, gen=1))  # redelivered
-                    self.recovered += 1
-                else:
-                    start = max(low, mark + 1)
-                    if low <= mark:
-                        slots.append(NewSlot(vhost, name, low, mark, gen=1))
-                        self.recovered += 1
-                    slots.append(NewSlot(vhost, name, start, high))
-        if slots:
-            log.info("shared queue %s: %d slot(s) made by the sweep", name, len(slots))
-            await runtime.table.make(slots)
+        async with self._lock:
+            window = runtime.config.slot_window
+            live = list(runtime.store.queue_ranges(queue.store_id, window))
+            mark = await runtime.table.marks(vhost, name)
+            queue.next_offset = max(queue.next_offset, mark + 1)
+            covered = await runtime.table.my_ranges(vhost, name)
+            pending = self.pending.get(queue.key)
+            if pending is not None:  # stored since; the reporter's
+                covered.append((pending.first, queue.next_offset))
+            slots: list[NewSlot] = []
+            for stored in live:
+                for low, high in uncovered(stored.first_offset, stored.last_offset, covered):
+                    if low <= mark:  # lost its slot's acks (a failed-over origin): redelivered
+                        slots.append(NewSlot(vhost, name, low, min(high, mark), gen=1))
+                    if high > mark:  # stored, never reported (the origin died first)
+                        slots.append(NewSlot(vhost, name, max(low, mark + 1), high))
+            self.sweeps += 1
+            if slots:
+                self.recovered += len(slots)
+                log.info("shared queue %s: %d slot(s) made by the sweep", name, len(slots))
+                await runtime.table.make(slots)

@@ -120,6 +120,18 @@ class SlotTable:
         found = await self.etcd.get(self.mark_key(vhost, queue))
         return int(found.value) if found is not None else -1
 
+    async def my_ranges(self, vhost: str, queue: str) -> list[tuple[int, int]]:
+        """(first, last) of every slot this origin has for the queue now (read from etcd, not
+        from a watch that may lag)."""
+        prefix = keys.slots_prefix(self.cluster, vhost, queue) + keys.part(self.group) + "/"
+        found = await self.etcd.range(prefix, prefix=True)
+        out = []
+        for kv in found.kvs:
+            first = kv.key.decode()[len(prefix) :]
+            if first.isdigit():
+                out.append((int(first), int(json.loads(kv.value)["last"])))
+        return out
+
     async def acquire(self, slot: Slot, lease: int) -> bool:
         """Take a free slot on `lease`, bumping its generation."""
         if not lease:
