@@ -111,6 +111,59 @@ def test_stomp_gets_an_error_frame_naming_the_refused_header(shared: SharedClust
     assert "x-max-length" in errors[0]
 
 
+def test_stomp_declares_sends_and_consumes_a_shared_queue(shared: SharedCluster) -> None:
+    _, n2, n3 = shared.names
+    sender = stomp.Connection12([("127.0.0.1", shared.port(n2, "stomp"))])
+    sender.connect("guest", "guest", wait=True)
+    for i in range(20):  # the first SEND declares it: durable, shared
+        sender.send("/queue/tickets", f"ticket-{i}", headers={"x-queue-type": "shared"})
+    sender.disconnect(receipt="bye")
+    got: list[str] = []
+
+    class Listener(stomp.ConnectionListener):
+        def on_message(self, frame: stomp.utils.Frame) -> None:
+            got.append(frame.body)
+            receiver.ack(frame.headers["ack"])
+
+    wait_until(lambda: declared(shared.port(n3), "tickets"), "tickets on n3")
+    receiver = stomp.Connection12([("127.0.0.1", shared.port(n3, "stomp"))])
+    receiver.set_listener("tickets", Listener())
+    receiver.connect("guest", "guest", wait=True)
+    receiver.subscribe("/queue/tickets", id="1", ack="client-individual")
+    wait_until(lambda: len(got) >= 20, "20 tickets on n3")
+    receiver.disconnect()
+    assert sorted(got) == sorted(f"ticket-{i}" for i in range(20))
+
+
+def test_the_management_api_and_a_definitions_import_declare_shared_queues(
+    shared: SharedCluster,
+) -> None:
+    n1, n2, n3 = shared.names
+    auth = ("guest", "guest")
+    url = f"http://127.0.0.1:{shared.port(n1, 'management')}"
+    answer = httpx.put(
+        f"{url}/api/queues/%2F/from-api", auth=auth,
+        json={"durable": True, "arguments": {"x-queue-type": "shared"}},
+    )  # fmt: skip
+    assert answer.status_code in (201, 204), answer.text
+    refused = httpx.put(
+        f"{url}/api/queues/%2F/limited", auth=auth,
+        json={"durable": True, "arguments": {"x-queue-type": "shared", "x-max-priority": 3}},
+    )  # fmt: skip
+    assert refused.status_code == 400 and "x-max-priority" in refused.text, refused.text
+    export = {
+        "queues": [
+            {"name": "imported", "vhost": "/", "durable": True, "auto_delete": False,
+             "arguments": {"x-queue-type": "shared"}},
+        ],
+    }  # fmt: skip
+    url2 = f"http://127.0.0.1:{shared.port(n2, 'management')}"
+    answer = httpx.post(f"{url2}/api/definitions", auth=auth, json=export)
+    assert answer.status_code in (200, 201, 204), answer.text
+    for queue in ("from-api", "imported"):
+        wait_until(lambda queue=queue: declared(shared.port(n3), queue), f"{queue} on n3")
+
+
 def _routes(port: int, exchange: str, routing_key: str) -> bool:
     """Whether a mandatory publish to `exchange` on the node at `port` reaches a queue."""
     connection = pika.BlockingConnection(amqp_parameters(port))
