@@ -164,6 +164,50 @@ def test_the_management_api_and_a_definitions_import_declare_shared_queues(
         wait_until(lambda queue=queue: declared(shared.port(n3), queue), f"{queue} on n3")
 
 
+def test_ttl_and_dead_lettering_work_on_the_node_that_delivers(shared: SharedCluster) -> None:
+    n1, n2, n3 = shared.names
+    declare(shared.port(n1), "dead-letters")
+    arguments = {
+        **SHARED, "x-message-ttl": 300, "x-dead-letter-exchange": "",
+        "x-dead-letter-routing-key": "dead-letters",
+    }  # fmt: skip
+    declare(shared.port(n1), "short-lived", arguments)
+    for node in (n2, n3):
+        wait_until(lambda node=node: declared(shared.port(node), "short-lived"), node)
+        wait_until(lambda node=node: declared(shared.port(node), "dead-letters"), node)
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n1)))
+    channel = connection.channel()
+    channel.confirm_delivery()
+    for i in range(10):
+        channel.basic_publish("", "short-lived", f"m{i}".encode())
+    connection.close()
+    # A consumer on n2 that takes one message and sits on it: the other nine wait in n2's
+    # ready list past their TTL and are dead-lettered there; the one it rejects follows.
+    holder = pika.BlockingConnection(amqp_parameters(shared.port(n2)))
+    channel = holder.channel()
+    channel.basic_qos(prefetch_count=1)
+    channel.queue_declare("short-lived", durable=True, arguments=arguments)
+    taken: list[int] = []
+    channel.basic_consume("short-lived", lambda ch, m, p, b: taken.append(m.delivery_tag))
+    wait_until(lambda: holder.process_data_events(0.1) or taken, "one delivery on n2")
+    holder.sleep(1.0)
+    channel.basic_reject(taken[0], requeue=False)
+    reader = pika.BlockingConnection(amqp_parameters(shared.port(n3)))
+    getter = reader.channel()
+    dead: list[bytes] = []
+
+    def drained() -> bool:
+        method, _, body = getter.basic_get("dead-letters", auto_ack=True)
+        if method is not None:
+            dead.append(body)
+        return len(dead) >= 10
+
+    wait_until(drained, "ten dead letters read on n3")
+    holder.close()
+    reader.close()
+    assert sorted(dead) == sorted(f"m{i}".encode() for i in range(10))
+
+
 def _routes(port: int, exchange: str, routing_key: str) -> bool:
     """Whether a mandatory publish to `exchange` on the node at `port` reaches a queue."""
     connection = pika.BlockingConnection(amqp_parameters(port))
