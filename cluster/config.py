@@ -155,6 +155,8 @@ class ClusterConfig:
     slot_window: int = attrs.field(default=1000, validator=at_least(1))
     slot_timeout_ms: int = attrs.field(default=100, validator=at_least(1))
     slots_per_queue: int = attrs.field(default=2, validator=at_least(1))
+    sweep_interval_s: float = attrs.field(default=60.0, validator=positive)
+    """How often a master's orphan sweep looks for stored shared-queue messages no slot covers."""
     mark_recovered_redelivered: bool = True
 
     def group_of(self, node_name: str) -> str:

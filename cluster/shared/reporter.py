@@ -7,11 +7,11 @@ since its last report and makes it a slot once it holds `slot_window` messages o
 (flushed, and in sync mode on every sync-set slave): a slot never names a message a failover
 could lose. One txn per tick carries every due queue.
 
-`recover` runs once per queue when a node becomes master and every `SWEEP_S` after (the
-orphan sweep): live offsets above the origin's mark were stored but never reported (the old
-master died first), so they become slots; live offsets at or below it that no slot covers
-lost their slot's acks with a failed-over origin, so they become recovery slots, delivered
-flagged redelivered. The queue's next offset moves past the mark: offsets are never reused.
+`recover` runs once per queue when a node becomes master and every `cluster.sweep_interval_s`
+(60 s) after (the orphan sweep): live offsets above the origin's mark were stored but never
+reported (the old master died first), so they become slots; live offsets at or below it that
+no slot covers lost their slot's acks with a failed-over origin, so they become recovery
+slots, delivered flagged redelivered. The queue's next offset moves past the mark: offsets are never reused.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("herald.cluster.shared")
 
 RETRY_S = 0.5
-SWEEP_S = 60.0
 
 
 @attrs.define
@@ -99,7 +98,7 @@ class Reporter:
                 if p.last - p.first + 1 >= config.slot_window or now - p.since >= timeout
             ]  # fmt: skip
             if not due:
-                soonest = min(p.since for p in self.pending.values()) + timeout
+                soonest = min((p.since for p in self.pending.values()), default=now) + timeout
                 with trio.move_on_at(soonest):
                     await self._wake.wait()
                 continue
@@ -138,7 +137,7 @@ class Reporter:
                     log.info("shared queue %s: sweep put off (%s)", queue.name, exc)
 
     async def recover(self, queue: SharedQueue) -> None:
-        """The orphan sweep for one queue: at promotion, then every `SWEEP_S`.
+        """The orphan sweep for one queue: at promotion, then every `sweep_interval_s`.
 
         Live ranges first, then this origin's slots as etcd has them now, under the lock the
         reporter holds from taking a range out of `pending` to making its slot: an offset is

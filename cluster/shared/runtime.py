@@ -29,7 +29,7 @@ from herald.cluster.shared.feeds import Feeds
 from herald.cluster.shared.index import SlotIndex
 from herald.cluster.shared.link import LinkOrigin, LinkPool
 from herald.cluster.shared.queue import SharedQueue
-from herald.cluster.shared.reporter import SWEEP_S, Reporter
+from herald.cluster.shared.reporter import Reporter
 from herald.cluster.shared.slots import SlotTable
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class SharedRuntime:
                 await nursery.start(self.links.run)
                 await nursery.start(self.feeds.run)
                 nursery.start_soon(self.reporter.run)
-                nursery.start_soon(self.reporter.sweep_every, SWEEP_S)
+                nursery.start_soon(self.reporter.sweep_every, self.config.sweep_interval_s)
                 nursery.start_soon(self.definitions.publish)
                 nursery.start_soon(self._watch, found.revision + 1)
                 task_status.started()

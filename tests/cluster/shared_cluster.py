@@ -7,6 +7,7 @@ the queue as `x-queue-type: shared` and note whether each delivery came flagged 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ import pika
 import trio
 
 from herald.cluster import keys
-from tests.cluster.harness import DevCluster, NodeProcess, etcd_get
+from tests.cluster.harness import DevCluster, NodeProcess, etcd_get, wait_until
 from tests.cluster.nodes import cluster_name
 from tests.cluster.workload import (
     AmqpConsumer,
@@ -133,6 +134,12 @@ def declare(port: int, queue: str, arguments: dict[str, Any] | None = None) -> N
     finally:
         with contextlib.suppress(Exception):
             connection.close()
+
+
+def wait_declared(ports: Sequence[int], queue: str) -> None:
+    """Until the node at each port knows `queue` (declarations travel through etcd)."""
+    for port in ports:
+        wait_until(functools.partial(declared, port, queue), f"{queue} on port {port}")
 
 
 def declared(port: int, queue: str) -> bool:

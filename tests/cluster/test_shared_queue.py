@@ -12,11 +12,12 @@ the module; the tests run in file order.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import httpx
 import pika
@@ -35,6 +36,7 @@ from tests.cluster.shared_cluster import (
     SharedCluster,
     declare,
     declared,
+    wait_declared,
 )
 from tests.cluster.workload import (
     History,
@@ -56,7 +58,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory, etcd: EtcdProcess) -> Itera
         yield cluster
 
 
-def _refusal(port: int, queue: str, arguments: dict[str, object], **flags: bool) -> str:
+def _refusal(port: int, queue: str, arguments: Mapping[str, object], **flags: bool) -> str:
     connection = pika.BlockingConnection(amqp_parameters(port))
     try:
         with pytest.raises(pika.exceptions.ChannelClosedByBroker) as raised:
@@ -72,8 +74,7 @@ def test_a_shared_queue_declared_on_one_node_is_known_on_every_node(
 ) -> None:
     first, *others = shared.names
     declare(shared.port(first), "orders")
-    for node in others:
-        wait_until(lambda node=node: declared(shared.port(node), "orders"), f"orders on {node}")
+    wait_declared([shared.port(node) for node in others], "orders")
     assert "queues/%2F/orders" in shared.shared_keys()
 
 
@@ -161,7 +162,7 @@ def test_the_management_api_and_a_definitions_import_declare_shared_queues(
     answer = httpx.post(f"{url2}/api/definitions", auth=auth, json=export)
     assert answer.status_code in (200, 201, 204), answer.text
     for queue in ("from-api", "imported"):
-        wait_until(lambda queue=queue: declared(shared.port(n3), queue), f"{queue} on n3")
+        wait_declared([shared.port(n3)], queue)
 
 
 def test_ttl_and_dead_lettering_work_on_the_node_that_delivers(shared: SharedCluster) -> None:
@@ -172,9 +173,8 @@ def test_ttl_and_dead_lettering_work_on_the_node_that_delivers(shared: SharedClu
         "x-dead-letter-routing-key": "dead-letters",
     }  # fmt: skip
     declare(shared.port(n1), "short-lived", arguments)
-    for node in (n2, n3):
-        wait_until(lambda node=node: declared(shared.port(node), "short-lived"), node)
-        wait_until(lambda node=node: declared(shared.port(node), "dead-letters"), node)
+    for queue in ("short-lived", "dead-letters"):
+        wait_declared([shared.port(n2), shared.port(n3)], queue)
     connection = pika.BlockingConnection(amqp_parameters(shared.port(n1)))
     channel = connection.channel()
     channel.confirm_delivery()
@@ -262,7 +262,8 @@ def test_an_mqtt_shared_subscription_is_balanced_over_the_whole_cluster(
         assert subscribed.wait(10)
         clients.append(client)
     for node in shared.names:  # every node has the group's queue and its binding
-        wait_until(lambda node=node: _routes(shared.port(node), "amq.topic", "meters.x"), node)
+        routes = functools.partial(_routes, shared.port(node), "amq.topic", "meters.x")
+        wait_until(routes, f"meters.x routed on {node}")
     publisher = mqtt_client("share-publisher", clean=True)
     publisher.connect("127.0.0.1", shared.port(shared.names[2], "mqtt"))
     publisher.loop_start()
@@ -356,8 +357,7 @@ def test_every_message_is_delivered_once_by_consumers_on_every_node(
     shared: SharedCluster,
 ) -> None:
     declare(shared.port(shared.names[0]), "once")
-    for node in shared.names:
-        wait_until(lambda node=node: declared(shared.port(node), "once"), f"once on {node}")
+    wait_declared([shared.port(node) for node in shared.names], "once")
     publishers, consumers, history = _workload(shared, "once", 400, 0.0, 60.0)
     run_workload(publishers, consumers, timeout=WAIT_S * 2)
     result = check(history.snapshot(), classic=False)
@@ -376,8 +376,7 @@ def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(
 ) -> None:
     queue = f"survives-{kills}"
     declare(shared.port(shared.names[0]), queue)
-    for node in shared.names:
-        wait_until(lambda node=node: declared(shared.port(node), queue), node)
+    wait_declared([shared.port(node) for node in shared.names], queue)
     publishers, consumers, history = _workload(shared, queue, 10_000_000, 0.005, 6.5 * kills)
     rng = random.Random(23 + kills)
     killed: list[str] = []

@@ -9,6 +9,7 @@ flagged redelivered, and no slot is left once the queue is drained.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from tests.cluster.shared_cluster import (
     SharedAmqpPublisher,
     SharedCluster,
     declare,
-    declared,
+    wait_declared,
 )
 from tests.cluster.workload import History, run_id, run_workload
 
@@ -40,13 +41,15 @@ def replicated(
         yield cluster
 
 
+def _replaced(cluster: SharedCluster, group: str, old: str) -> bool:
+    return cluster.master_of(group) not in (None, old)
+
+
 def test_kill_9_of_masters_loses_nothing_and_leaves_no_orphan(replicated: SharedCluster) -> None:
     cluster = replicated
     groups = sorted(cluster.groups)
     declare(cluster.master_port(groups[0])(), "replicated")
-    for group in groups:
-        port = cluster.master_port(group)
-        wait_until(lambda port=port: declared(port(), "replicated"), f"declared in {group}")
+    wait_declared([cluster.master_port(group)() for group in groups], "replicated")
     history, run = History(), run_id()
     deadline = 7.0 * KILLS + 6
     publishers = [
@@ -75,10 +78,8 @@ def test_kill_9_of_masters_loses_nothing_and_leaves_no_orphan(replicated: Shared
                 continue
             kills.append(victim)
             cluster.processes[victim].kill()
-            wait_until(
-                lambda group=group, victim=victim: cluster.master_of(group) not in (None, victim),
-                f"a new master of {group}",
-            )
+            replaced = functools.partial(_replaced, cluster, group, victim)
+            wait_until(replaced, f"a new master of {group}")
             cluster.processes[victim].start()
 
     run_workload(publishers, consumers, timeout=WAIT_S * 4, during=nemesis)
