@@ -22,11 +22,11 @@ import trio
 
 from herald.core import definitions
 from herald.core.any_protocol import serve_any_port
-from herald.core.auth import AccessControl
+from herald.core.auth import DEFAULT_EXCHANGE_ALIAS, AccessControl
 from herald.core.connection_deadlines import ConnectionDeadlines
 from herald.core.connections import CloseReason, ConnectionRegistry
 from herald.core.definitions import Definitions
-from herald.core.errors import ConfigError, NotAllowed, PreconditionFailed
+from herald.core.errors import AccessRefused, ConfigError, NotAllowed, PreconditionFailed
 from herald.core.flow import Alarms, MemoryMonitor, total_memory
 from herald.core.message import CodecRegistry
 from herald.core.queue_services import QueueServices
@@ -213,20 +213,7 @@ class Broker:
         self, user: User, vhost: str, permission: Any, resource_kind: str, resource_name: str
     ) -> None:
         """Raise AccessRefused unless `user` may do `permission` on the resource."""
-        verdict = self.plugins.authorize(user, vhost, str(permission), resource_kind, resource_name)
-        if verdict is True:
-            return
-        if verdict is False:
-            from herald.core.auth import DEFAULT_EXCHANGE_ALIAS
-            from herald.core.errors import AccessRefused
-
-            if resource_kind == "exchange" and not resource_name:
-                resource_name = DEFAULT_EXCHANGE_ALIAS
-            raise AccessRefused(
-                f"access to {resource_kind} '{resource_name}' in vhost '{vhost}'"
-                f" refused for user '{user.name}'"
-            )
-        self.users.authorize(user, vhost, permission, resource_kind, resource_name)
+        authorize(self.plugins, self.users, user, vhost, permission, resource_kind, resource_name)
 
     def page_out(self) -> int:
         """Memory is short: every queue swaps out its backlog past its tail buffer, paging
@@ -337,3 +324,28 @@ class Broker:
             queue.next_offset = max(queue.next_offset, self.store.queue_next_offset(queue.store_id))
         if recovered:
             log.info("recovered %d message(s) from the store", recovered)
+
+
+def authorize(
+    plugins: Plugins,
+    users: AccessControl,
+    user: User,
+    vhost: str,
+    permission: Any,
+    resource_kind: str,
+    resource_name: str,
+) -> None:
+    """AccessRefused unless a plugin (`herald_authorize`) or, when no plugin decides, the
+    users' permissions allow `permission` on the resource: the broker's rule, also used by
+    a slave's read-only management API, which has users but no broker."""
+    verdict = plugins.authorize(user, vhost, str(permission), resource_kind, resource_name)
+    if verdict is True:
+        return
+    if verdict is False:
+        if resource_kind == "exchange" and not resource_name:
+            resource_name = DEFAULT_EXCHANGE_ALIAS
+        raise AccessRefused(
+            f"access to {resource_kind} '{resource_name}' in vhost '{vhost}'"
+            f" refused for user '{user.name}'"
+        )
+    users.authorize(user, vhost, permission, resource_kind, resource_name)

@@ -284,6 +284,7 @@ class Queue(QueueSettlement):
         self.consumers.add(consumer)
         self._had_consumer = True
         self.clock.cancel_idle()
+        self.consumers_changed()
         self.dispatch()
         return consumer
 
@@ -293,6 +294,7 @@ class Queue(QueueSettlement):
         `release`d later, as after AMQP basic.cancel the channel still settles them."""
         if not self.consumers.remove(consumer):
             return
+        self.consumers_changed()
         if requeue:
             consumer.detach_limit()
             self.release(consumer)
@@ -302,6 +304,10 @@ class Queue(QueueSettlement):
                 return
             self.clock.touch()
         self.dispatch()
+
+    def consumers_changed(self) -> None:
+        """A consumer came or went; nothing for a classic queue (a shared queue holds slots
+        only while it has consumers)."""
 
     def idle_expired(self) -> None:
         """x-expires passed without a consumer (called by the queue's clock): the owner

@@ -16,7 +16,7 @@ not exclusive.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from herald.core.errors import PreconditionFailed
@@ -26,7 +26,7 @@ from herald.core.store import QueueTarget
 
 if TYPE_CHECKING:
     from herald.cluster.shared.runtime import SharedRuntime
-    from herald.core.consumer import Consumer, DeliverySink, SharedLimit
+    from herald.core.consumer import Consumer
     from herald.core.exchange import Exchange
     from herald.core.message import Message
     from herald.core.queue_services import QueueDeclaration, QueueOwner, QueueServices
@@ -166,30 +166,7 @@ class SharedQueue(Queue):
         self.runtime.binding_changed(self, source, routing_key, arguments, bound=bound)
 
     # -- consumers: the holder acquires slots while there are some ------------------------------
-    def add_consumer(
-        self,
-        tag: str,
-        sink: DeliverySink,
-        *,
-        owner: Hashable | None = None,
-        no_ack: bool = False,
-        exclusive: bool = False,
-        prefetch_count: int = 0,
-        prefetch_bytes: int = 0,
-        limit: SharedLimit | None = None,
-        priority: int = 0,
-        arguments: Mapping[str, Any] | None = None,
-    ) -> Consumer:
-        consumer = super().add_consumer(
-            tag, sink, owner=owner, no_ack=no_ack, exclusive=exclusive,
-            prefetch_count=prefetch_count, prefetch_bytes=prefetch_bytes, limit=limit,
-            priority=priority, arguments=arguments,
-        )  # fmt: skip
-        self.runtime.feeds.wake(self)
-        return consumer
-
-    def remove_consumer(self, consumer: Consumer, *, requeue: bool = True) -> None:
-        super().remove_consumer(consumer, requeue=requeue)
+    def consumers_changed(self) -> None:
         self.runtime.feeds.wake(self)
 
     def get(self, holder: Consumer | None) -> QueueEntry | None:

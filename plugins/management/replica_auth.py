@@ -15,14 +15,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from herald.core.auth import (
-    DEFAULT_EXCHANGE_ALIAS,
     PERMISSION_KIND,
     USER_KIND,
     AccessControl,
     PermissionKind,
     User,
 )
-from herald.core.errors import AccessRefused
+from herald.core.broker import authorize
 
 if TYPE_CHECKING:
     from herald.core.plugins import Plugins
@@ -61,18 +60,8 @@ class ReplicaUsers:
         resource_kind: str,
         resource_name: str,
     ) -> None:
-        """As `Broker.authorize`: AccessRefused unless a plugin or the users allow it."""
-        verdict = self.plugins.authorize(user, vhost, str(permission), resource_kind, resource_name)
-        if verdict is True:
-            return
-        if verdict is False:
-            if resource_kind == "exchange" and not resource_name:
-                resource_name = DEFAULT_EXCHANGE_ALIAS
-            raise AccessRefused(
-                f"access to {resource_kind} '{resource_name}' in vhost '{vhost}'"
-                f" refused for user '{user.name}'"
-            )
-        self.users.authorize(user, vhost, permission, resource_kind, resource_name)
+        """As `Broker.authorize` (the same rule: `herald.core.broker.authorize`)."""
+        authorize(self.plugins, self.users, user, vhost, permission, resource_kind, resource_name)
 
     def sees_vhost(self, user: User, vhost: str) -> bool:
         """A permission entry on `vhost` (monitoring and administrator users see all)."""
