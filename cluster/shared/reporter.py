@@ -11,7 +11,8 @@ could lose. One txn per tick carries every due queue.
 (60 s) after (the orphan sweep): live offsets above the origin's mark were stored but never
 reported (the old master died first), so they become slots; live offsets at or below it that
 no slot covers lost their slot's acks with a failed-over origin, so they become recovery
-slots, delivered flagged redelivered. The queue's next offset moves past the mark: offsets are never reused.
+slots, delivered flagged redelivered. The queue's next offset moves past the mark: offsets
+are never reused.
 """
 
 from __future__ import annotations
