@@ -1,10 +1,11 @@
 """Commit-log HA: how fast a slave far behind catches up with its master.
 
     python benchmarks/ha_catchup.py [--mib 1024] [--size 1024] [--repeat 1]
-        [--runs apply,apply_cpu,two_process,one_process] [--no-message-id] [--profile]
+        [--runs apply,apply_cpu,two_process,one_process,snapshot] [--no-message-id] [--profile]
         [--time-limit 1800] [--dir DIR] [--keep] [--json-only]
 
-Issue 22's figure (CLUSTER.md §8.3): a slave 1 GiB behind catches up at >= 50 MB/s of 1 KiB records.
+Issue 22's figures (CLUSTER.md §8.3): a slave 1 GiB behind catches up at >= 50 MB/s of 1 KiB
+records; and the snapshot resync's MB/s.
 
 The master's log: a child process appends `--mib` MiB of persistent `--size`-byte messages
 (each its own message id, one queue) straight to a `ReplicatedCommitLogStore` of epoch 1
@@ -32,6 +33,9 @@ node key) reaches the master's log end. Runs (`--runs`):
   with a task flushing as the slave's acker does (one flush after another) and the store's
   flusher running (checkpoints): the slave's apply path alone.
 - `apply_cpu`: `apply` without the flushing task (one flush at the end): the apply's CPU.
+- `snapshot`: `two_process` with a slave that asks for a snapshot (START with
+  `SNAPSHOT_OFFSET`): the master's checkpoint, the files shipped and fsynced, the swap, the
+  new store's open and the reconnect; `snapshot_mb_per_s` is the shipping alone.
 
 Each figure: seconds from the start of the run (the slave's store opening) to the flushed
 offset reaching the log end, `mb_per_s` (10^6 bytes), `mib_per_s`, `records_per_s`, the time
@@ -58,7 +62,6 @@ import json
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -84,6 +87,7 @@ from _catchup_master import (
     thread_sched,
     top_functions,
 )
+from _catchup_report import check, medians_of, said, snapshot_figures
 from _common import header
 
 from herald.cluster.ha.epochs import EpochFile
@@ -94,7 +98,7 @@ from herald.storage.commitlog import CommitLogStore
 from herald.storage.mapped_file import parse_name
 from herald.storage.replica import ReplicaWriter
 
-RUNS = ("apply", "apply_cpu", "two_process", "one_process")
+RUNS = ("apply", "apply_cpu", "two_process", "one_process", "snapshot")
 TARGET_MB_PER_S = 50.0
 POLL_S = 0.005
 
@@ -127,9 +131,11 @@ class Progress:
             self._next += 1.0
 
 
-async def follow(slave: Path, address: str, log_end: int, timeout: float) -> dict[str, Any]:
-    """Run a `Follower` of the master at `address` from an empty store until its flushed
-    offset reaches `log_end`; the figures of the run."""
+async def follow(
+    slave: Path, address: str, log_end: int, timeout: float, snapshot: bool = False
+) -> dict[str, Any]:
+    """Run a `Follower` of the master at `address` from an empty store (asking for a snapshot
+    with `snapshot`) until its flushed offset reaches `log_end`; the figures of the run."""
     follower = Follower(
         slave / "store",
         store_config(),
@@ -142,6 +148,8 @@ async def follow(slave: Path, address: str, log_end: int, timeout: float) -> dic
     async def master() -> str:
         return address
 
+    if snapshot:
+        follower.want_snapshot("the benchmark asks for one")
     sched = thread_sched()
     cpu = time.process_time()
     start = time.perf_counter()
@@ -171,6 +179,7 @@ async def follow(slave: Path, address: str, log_end: int, timeout: float) -> dic
     return figures(log_end, records, done - start, progress, cpu_used, sched) | {
         "close_seconds": round(closed - done, 2),
         "truncations": follower.truncations,
+        **snapshot_figures(follower),
     }
 
 
@@ -316,7 +325,10 @@ def run_once(
             return trio.run(one_process, master_root, slave, timeout)
         assert master is not None
         cpu = master.cpu()
-        result = trio.run(follow, slave, master.info["address"], master.info["log_end"], timeout)
+        info = master.info
+        result = trio.run(
+            follow, slave, info["address"], info["log_end"], timeout, name == "snapshot"
+        )
         master_cpu = master.cpu() - cpu
         return result | {
             "master_cpu_s": round(master_cpu, 2),
@@ -350,33 +362,6 @@ def profiles(base: Path, master: MasterProcess, args: argparse.Namespace) -> dic
     finally:
         shutil.rmtree(slave, ignore_errors=True)
     return out
-
-
-def medians_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("seconds", "mb_per_s", "mib_per_s", "records_per_s", "slave_cpu_share",
-            "master_cpu_share", "us_per_record", "write_mb_per_s", "mb_per_thread_cpu_s",
-            "records_per_thread_cpu_s", "slave_thread_runqueue_wait_s")  # fmt: skip
-    found: dict[str, Any] = {}
-    for k in keys:
-        if all(k in r for r in runs):
-            median = statistics.median(r[k] for r in runs)
-            found[k] = round(median) if k.startswith("records") else round(median, 2)
-    return found
-
-
-def check(figures: dict[str, Any], replay: dict[str, Any]) -> None:
-    """The slave applied every record of the master's log (its recovery counted them)."""
-    if figures["records"] != replay["records"] or figures["bytes"] != replay["bytes"]:
-        raise RuntimeError(
-            f"the slave applied {figures['records']} records ({figures['bytes']} bytes), "
-            f"the master's log holds {replay['records']} ({replay['bytes']} bytes)"
-        )
-
-
-def said(figures: dict[str, Any]) -> str:
-    return (
-        f"{figures['mb_per_s']} MB/s, {figures['records_per_s']} records/s, {figures['seconds']} s"
-    )
 
 
 def main(args: argparse.Namespace) -> dict[str, Any]:
@@ -450,6 +435,9 @@ def main(args: argparse.Namespace) -> dict[str, Any]:
         result["catchup_over_replay"] = (
             round(catchup["mb_per_s"] / replay["mb_per_s"], 2) if catchup else None
         )
+        if "snapshot" in result["median"]:  # the whole resync, and the shipping alone
+            result["snapshot_resync_mb_per_s"] = result["median"]["snapshot"]["mb_per_s"]
+            result["snapshot_mb_per_s"] = result["median"]["snapshot"]["snapshot_mb_per_s"]
         return result
     finally:
         if master is not None:

@@ -57,6 +57,8 @@ from herald.storage.mapped_file import (
 from herald.storage.metadata import MetadataTable
 from herald.storage.reader import QueueReader
 from herald.storage.recovery import RecoveryReport, recover
+from herald.storage.resync import finish_swap
+from herald.storage.snapshot import Snapshot, open_snapshot, snapshot_files
 
 if TYPE_CHECKING:
     from herald.core.message import CodecRegistry, Message
@@ -123,6 +125,7 @@ class CommitLogStore:
         )
 
     def _open_sync(self) -> None:
+        finish_swap(self.root)  # a snapshot resync a crash interrupted (resync.py)
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         try:
@@ -449,6 +452,20 @@ class CommitLogStore:
     async def checkpoint(self) -> None:
         """Save the derived state as of the log's end, then reclaim what that allows."""
         await self._keeper.write_checkpoint()
+
+    async def snapshot(self) -> Snapshot:
+        """A fresh checkpoint and the files a new replica needs to open at it, each held open
+        until `Snapshot.close` (snapshot.py): what reclaim deletes meanwhile stays readable."""
+        await self.checkpoint()
+        keeper = self._keeper
+        async with keeper.lock:
+            checkpoint = keeper.checkpoint
+            if checkpoint is None:
+                raise InternalError("the store has no checkpoint to ship")
+            files = snapshot_files(self, checkpoint)
+            with trio.CancelScope(shield=True):  # a cancelled open would leak descriptors
+                snapshot = await trio.to_thread.run_sync(open_snapshot, checkpoint, files)
+            return snapshot
 
     async def reclaim(self) -> int:
         """Delete what no checkpoint needs: segments without live messages (never the active

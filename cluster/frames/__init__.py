@@ -19,6 +19,7 @@ codec. On `RemoteProtocolError` send `conn.error_reply()` if it is not None, the
 from herald.cluster.frames.connection import FrameConnection
 from herald.cluster.frames.events import (
     FRAME_CLASSES,
+    SNAPSHOT_OFFSET,
     VERSION,
     Ack,
     Acked,
@@ -53,6 +54,7 @@ __all__ = [
     "FRAME_CLASSES",
     "MAX_FRAME",
     "NEED_DATA",
+    "SNAPSHOT_OFFSET",
     "VERSION",
     "Ack",
     "Acked",

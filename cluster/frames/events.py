@@ -119,12 +119,23 @@ class Epochs(Frame):
     epochs: tuple[EpochStart, ...]
 
 
+SNAPSHOT_OFFSET: Final = 2**64 - 1
+"""START's `from_offset` asking for a snapshot instead of an offset: the slave's log cannot be
+a prefix of the master's (no shared epoch, no checkpoint at or below its cut)."""
+
+
 @attrs.frozen
 class Start(Frame):
-    """START, slave -> master: stream from `from_offset` (the slave's log end after truncation)."""
+    """START, slave -> master: stream from `from_offset` (the slave's log end after truncation),
+    or first ship a snapshot (`SNAPSHOT_OFFSET`). The master ships one too when it no longer
+    holds every segment from `from_offset` on."""
 
     TYPE: ClassVar[FrameType] = FrameType.START
     from_offset: int
+
+    @property
+    def wants_snapshot(self) -> bool:
+        return self.from_offset == SNAPSHOT_OFFSET
 
 
 @attrs.frozen

@@ -159,6 +159,11 @@ def truncation_point(
     return None
 
 
+def encode(entries: Iterable[EpochEntry]) -> bytes:
+    """The file's bytes for a history: `<epoch> <start_offset>` lines."""
+    return "".join(f"{e.epoch} {e.start_offset}\n" for e in entries).encode("ascii")
+
+
 class EpochFile:
     """`store/epochs`: the history on disk, each change durable before it returns.
 
@@ -239,8 +244,12 @@ class EpochFile:
         if entries != self._entries:
             self._write(entries)
 
+    def reload(self) -> None:
+        """Read the file again (blocking): a snapshot resync replaced it under this object."""
+        self._entries = EpochFile.load(self.path).entries
+
     def _write(self, entries: tuple[EpochEntry, ...]) -> None:
-        text = "".join(f"{e.epoch} {e.start_offset}\n" for e in entries).encode("ascii")
+        text = encode(entries)
         tmp = self.path.with_name(self.path.name + ".tmp")
         try:
             with open(tmp, "wb") as out:

@@ -13,6 +13,11 @@ end, from which the slave computes where its log must end); take START; then two
   master's log end is refused (RocketMQ #3015: that slave holds bytes this master never
   wrote) and the stream ends. A slave silent for `SILENCE_S` is dropped.
 
+A slave that asks for a snapshot in START, or whose START offset this master no longer holds
+every segment from (reclaimed), first gets a snapshot (snapshot.py); the sender then streams
+on from the snapshot's end. While it ships, an ACK below that end only keeps the stream alive,
+and retention keeps what follows the snapshot's end for that slave.
+
 `last_caught_up` is RocketMQ 5's: the send time of the newest frame whose master log end the
 slave has acked, i.e. "the slave held everything the master had at that time". The upkeep task
 moves slaves in and out of the sync set from it (§3.2): out when it is older than
@@ -49,7 +54,9 @@ from herald.cluster.frames import (
     Start,
 )
 from herald.cluster.ha.gate import AckAboveEnd
+from herald.cluster.ha.snapshot import send_snapshot
 from herald.cluster.peer import Peer, PeerGone, leaves
+from herald.core.errors import HeraldError
 
 if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
@@ -106,6 +113,7 @@ class SlaveLink:
     acked: int = 0  # what the gate counts: flushed, or written (cluster.slave_ack)
     last_caught_up: float = -math.inf
     last_seen: float = 0.0
+    snapshot_end: int | None = None  # of the snapshot shipped on its current stream
     sent: collections.deque[tuple[int, float]] = attrs.field(
         factory=lambda: collections.deque(maxlen=IN_FLIGHT)
     )
@@ -150,6 +158,7 @@ class HAMaster:
         self._changed = trio.Event()
         self._streams: set[trio.CancelScope] = set()
         self.closed = False
+        self.snapshots = 0  # shipped
         store.append_listener = self.pulse.notify
 
     def close(self) -> None:
@@ -221,23 +230,32 @@ class HAMaster:
             start = await peer.receive()
         if not isinstance(start, Start):
             return  # silent, closed, or refused: the slave dials again
-        problem = self._unavailable(start.from_offset)
+        snapshot = start.wants_snapshot
+        problem = None if snapshot else self._unavailable(start.from_offset)
+        if problem is not None and problem.code is RefuseCode.OFFSET_UNAVAILABLE:
+            log.info("HA: %s gets a snapshot: %s", hello.node, problem.text)
+            snapshot, problem = True, None
         if problem is not None:
             log.warning("HA: %s cannot stream from %d: %s", hello.node, start.from_offset, problem)
             await peer.send(problem)
             return
+        position = 0 if start.wants_snapshot else start.from_offset
         link = self.slaves.get(hello.node)
         if link is None or link.connected:
             link = self.slaves[hello.node] = SlaveLink(hello.node)
         link.learner = bool(hello.flags & HelloFlags.ASYNC_LEARNER)
         link.connected, link.since, link.last_seen = True, trio.current_time(), trio.current_time()
-        link.written = link.flushed = link.acked = start.from_offset
-        log.info(
-            "HA: slave %s streams from %d (epoch %d)", hello.node, start.from_offset, self.epoch
-        )
+        link.written = link.flushed = link.acked = position
+        link.snapshot_end = None
+        if snapshot:  # it holds nothing of this log now: out of the sync set at the next upkeep
+            link.last_caught_up = -math.inf
+            link.sent.clear()
+        else:
+            log.info("HA: slave %s streams from %d (epoch %d)", hello.node, position, self.epoch)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._send, peer, link, start.from_offset, nursery.cancel_scope)
+                scope = nursery.cancel_scope
+                nursery.start_soon(self._send, peer, link, position, scope, snapshot)
                 await self._read_acks(peer, link)
                 nursery.cancel_scope.cancel()
         except* PeerGone as group:
@@ -248,14 +266,21 @@ class HAMaster:
             self._changed.set()
 
     def _unavailable(self, offset: int) -> Refuse | None:
+        """Why the log cannot be streamed from `offset`: past its end, or a segment between
+        `offset` and the end was reclaimed (retention deletes segments in the middle too)."""
         log_files = self.store.log
         end = log_files.write_offset
         if offset > end:
             return Refuse(
                 RefuseCode.STALE_EPOCH, f"offset {offset} is past this master's log end {end}"
             )
-        if offset < end and log_files.segment_for(offset) is None:
-            return Refuse(RefuseCode.OFFSET_UNAVAILABLE, f"offset {offset} was reclaimed")
+        files = log_files.files
+        for start in range(log_files.segment_start(offset), end, log_files.size):
+            if start not in files:
+                return Refuse(
+                    RefuseCode.OFFSET_UNAVAILABLE,
+                    f"the segment at {start} was reclaimed (the log from {offset} is needed)",
+                )
         return None
 
     def _epoch_of(self, position: int) -> tuple[int, int, int | None]:
@@ -268,10 +293,39 @@ class HAMaster:
         following = starts[i + 1] if i + 1 < len(starts) else None
         return entries[i].epoch, entries[i].start_offset, following
 
+    async def _ship(self, peer: Peer, link: SlaveLink) -> int | None:
+        """Ship a snapshot to `link`'s slave: its end, or None (refused: no snapshot could be
+        taken or read)."""
+
+        def started(log_end: int) -> None:
+            link.snapshot_end = log_end
+
+        log.info("HA: shipping a snapshot to %s", link.node)
+        try:
+            shipped = await send_snapshot(peer, self.store, self.store.epochs.entries, started)
+        except (HeraldError, OSError) as exc:
+            log.error("HA: no snapshot for %s: %s", link.node, exc)
+            await peer.send(Refuse(RefuseCode.OFFSET_UNAVAILABLE, f"no snapshot: {exc}"))
+            return None
+        self.snapshots += 1
+        log.warning("HA: shipped a snapshot to %s: %s", link.node, shipped.describe())
+        return shipped.log_end
+
     async def _send(
-        self, peer: Peer, link: SlaveLink, position: int, scope: trio.CancelScope
+        self,
+        peer: Peer,
+        link: SlaveLink,
+        position: int,
+        scope: trio.CancelScope,
+        snapshot: bool = False,
     ) -> None:
         log_files = self.store.log
+        if snapshot:
+            end = await self._ship(peer, link)
+            if end is None:
+                scope.cancel()
+                return
+            position = end
         last_sent = trio.current_time()
         while True:
             end = log_files.write_offset
@@ -312,6 +366,9 @@ class HAMaster:
                 raise PeerGone("closed the stream")
             if not isinstance(frame, Ack):
                 raise PeerGone(f"sent {type(frame).__name__}")  # a Refuse: it hung up
+            link.last_seen = trio.current_time()
+            if link.snapshot_end is not None and frame.written < link.snapshot_end:
+                continue  # a keepalive: the slave is taking a snapshot in
             acked = frame.written if written_acks else frame.flushed
             try:
                 self.gate.slave_acked(link.node, acked)
@@ -320,7 +377,6 @@ class HAMaster:
                 await peer.send(Refuse(RefuseCode.STALE_EPOCH, str(exc)))
                 raise PeerGone(str(exc)) from None
             link.written, link.flushed, link.acked = frame.written, frame.flushed, acked
-            link.last_seen = trio.current_time()
             link.caught_up_by(acked)
             if link.node not in self.gate.sync_set:
                 self._changed.set()
@@ -377,8 +433,9 @@ class HAMaster:
         end = self.store.log.write_offset
         bound = self.config.retain_max_bytes
         needed = [
-            link.acked
+            at
             for link in self.slaves.values()
-            if now - link.last_seen <= RETAIN_WINDOW_S and end - link.acked <= bound
+            if now - link.last_seen <= RETAIN_WINDOW_S
+            and end - (at := max(link.acked, link.snapshot_end or 0)) <= bound
         ]
         self.store.retain_floor = min(needed) if needed else None

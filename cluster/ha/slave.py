@@ -10,11 +10,20 @@ from whichever master `master()` names, reconnecting when the stream breaks:
    prefix of the master's. Past it (an old master's unreplicated tail, a slave that took
    bytes a dead master never confirmed), the store closes, `truncate_offline` cuts the log
    and drops checkpoints past the cut, the epoch history is cut too, and the store reopens
-   (crash replay up to the cut). No shared epoch at all: the slave needs a snapshot;
+   (crash replay up to the cut). No shared epoch at all, or no checkpoint left at or below
+   the cut: the slave asks for a snapshot (START with `SNAPSHOT_OFFSET`);
 3. START from the log's end; then DATA frames: a new epoch is appended to `store/epochs`
    before its first byte is written; `ReplicaWriter.write` puts the bytes at the master's
    offsets and applies every complete record as recovery does; the acker flushes and sends
    ACK(written, flushed) after each batch and each heartbeat.
+
+Snapshot resync (snapshot.py): when the master answers START with SNAP_BEGIN (asked for, or
+because it no longer holds the log from the slave's end), the snapshot is written into
+`store.resync` while the old store stays open; then the stream ends, the old store closes
+without a checkpoint, and its next open swaps the directories (storage/resync.py) and
+reloads the epoch history that came with the snapshot; the slave dials again from the
+snapshot's end. A snapshot that cannot be taken in (this node's store settings differ from
+the master's) is asked for again after `SNAPSHOT_RETRY_S`.
 
 A DATA frame of an epoch below the newest this slave has seen ends the stream: a stale
 master. Cancelling `run` closes the stream first, then the store (cleanly: a promoted slave
@@ -33,6 +42,7 @@ import trio
 
 from herald.cluster.config import split_address
 from herald.cluster.frames import (
+    SNAPSHOT_OFFSET,
     Ack,
     ConnectionClosed,
     Data,
@@ -41,13 +51,16 @@ from herald.cluster.frames import (
     Refuse,
     RefuseCode,
     Role,
+    SnapBegin,
     Start,
 )
 from herald.cluster.ha.epochs import EpochEntry, EpochFile, truncation_point
+from herald.cluster.ha.snapshot import Shipped, receive_snapshot
 from herald.cluster.peer import Peer, PeerGone, leaves
 from herald.core.message import CodecRegistry
 from herald.storage.commitlog import CommitLogStore
 from herald.storage.replica import ReplicaError, ReplicaWriter, truncate_offline
+from herald.storage.resync import SnapshotError
 
 if TYPE_CHECKING:
     from herald.cluster.config import ClusterConfig
@@ -60,11 +73,16 @@ SILENCE_S = 5.0
 """No frame from the master this long (it heartbeats every second): the stream is dead."""
 RETRY_S = 0.5
 SNAPSHOT_RETRY_S = 5.0
-"""A slave that needs a snapshot (not shipped yet) says so and tries again this often."""
+"""After a snapshot the master could not take, or this node could not take in, the next one
+is asked for this much later."""
 
 
 class NeedsSnapshot(Exception):
     """This log shares no epoch with the master's, or the master reclaimed what it needs."""
+
+
+class Resynced(Exception):
+    """A snapshot waits in the staging directory: close the store, so that it is swapped in."""
 
 
 class Truncate(Exception):
@@ -100,6 +118,9 @@ class Follower:
         self.confirm_offset = 0
         self.streaming_from = ""
         self.truncations = 0
+        self.snapshots = 0  # taken in
+        self.last_snapshot: Shipped | None = None
+        self.snapshot_wanted = ""  # why the next START asks for a snapshot ("": it does not)
         self.problem = ""
         self._stream_scope: trio.CancelScope | None = None
 
@@ -126,32 +147,41 @@ class Follower:
                 try:
                     await self._truncate(cut.offset)
                 except NeedsSnapshot as exc:
-                    self.problem = f"needs a snapshot: {exc}"
-                    log.error("HA: %s cannot follow its master: %s", self.node, self.problem)
-                    await trio.sleep(SNAPSHOT_RETRY_S)
+                    self.want_snapshot(str(exc))
+            except* Resynced:
+                self.snapshots += 1  # the store's next open swaps it in
+
+    def want_snapshot(self, why: str) -> None:
+        """Ask the master for a snapshot at the next START."""
+        if not self.snapshot_wanted:
+            log.warning("HA: %s asks its master for a snapshot: %s", self.node, why)
+        self.snapshot_wanted = why
 
     @contextlib.asynccontextmanager
     async def _opened(self) -> AsyncIterator[ReplicaWriter]:
         store = CommitLogStore(self.root, self.store_config)
-        await store.open(CodecRegistry())
+        await store.open(CodecRegistry())  # swaps in a snapshot received (resync.py)
+        await trio.to_thread.run_sync(self.epochs.reload)  # which brings its own history
         await trio.to_thread.run_sync(self.epochs.truncate_after, store.log.write_offset)
         writer = ReplicaWriter(store)
         self.store, self.writer, self.flushed = store, writer, store.durable_ticket
-        truncating = False
+        discarded = False
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(store.run_flusher)
                 yield writer
                 nursery.cancel_scope.cancel()
-        except* Truncate:
-            truncating = True  # no checkpoint past the cut: keep the ones below it
+        except* (Truncate, Resynced):
+            # No checkpoint past a cut: keep the ones below it. A store a snapshot replaces
+            # needs none either.
+            discarded = True
             raise
         finally:
             with trio.CancelScope(shield=True):
                 self.flushed = writer.applied
                 writer.discard_tail()
                 self.store = self.writer = None
-                await store.close(checkpoint=not truncating)
+                await store.close(checkpoint=not discarded)
 
     async def _truncate(self, offset: int) -> None:
         log.warning("HA: %s cuts its log at %d to follow its master", self.node, offset)
@@ -171,6 +201,16 @@ class Follower:
                 reason = "; ".join(str(exc) or type(exc).__name__ for exc in leaves(group))
                 self.problem = f"{address}: {reason}"
                 log.info("HA: %s: stream from %s ended: %s", self.node, address, reason)
+                refused = [exc for exc in leaves(group) if isinstance(exc, NeedsSnapshot)]
+                if refused and self.snapshot_wanted:
+                    await trio.sleep(SNAPSHOT_RETRY_S)  # the master could not take one
+                for exc in refused:
+                    self.want_snapshot(str(exc))
+            except* SnapshotError as group:
+                reason = "; ".join(map(str, leaves(group)))
+                self.problem = f"{address}: cannot take its snapshot: {reason}"
+                log.error("HA: %s %s", self.node, self.problem)
+                await trio.sleep(SNAPSHOT_RETRY_S)
             finally:
                 self.streaming_from = ""
                 self._stream_scope = None
@@ -196,17 +236,29 @@ class Follower:
             await peer.send(Start(start))
             self.streaming_from = address
             self.problem = ""
-            log.info(
-                "HA: %s streams from %s at %d (epoch %d)", self.node, address, start, answer.epoch
-            )
+            if start != SNAPSHOT_OFFSET:
+                log.info(
+                    "HA: %s streams from %s at %d (epoch %d)",
+                    self.node, address, start, answer.epoch,
+                )  # fmt: skip
+            first = await self._receive(peer)
+            if isinstance(first, SnapBegin):  # asked for, or the master lacks the log from `start`
+                await self._take_snapshot(peer, first, address)
             wake = trio.Event()
             async with trio.open_nursery() as nursery:
                 wakes = [wake]
                 nursery.start_soon(self._ack, peer, writer, wakes)
-                await self._receive_data(peer, writer, wakes)
+                await self._receive_data(peer, writer, wakes, first)
                 nursery.cancel_scope.cancel()
         finally:
             await peer.aclose()
+
+    async def _take_snapshot(self, peer: Peer, first: SnapBegin, address: str) -> None:
+        log.warning("HA: %s takes a snapshot from %s", self.node, address)
+        shipped = await receive_snapshot(peer, first, self.root, self.store_config, self._receive)
+        self.snapshot_wanted, self.last_snapshot = "", shipped
+        log.warning("HA: %s took a snapshot: %s", self.node, shipped.describe())
+        raise Resynced
 
     def _start_offset(self, answer: Epochs, end: int) -> int:
         local = self.epochs.entries
@@ -214,11 +266,14 @@ class Follower:
         last = self.epochs.last
         if last is not None and answer.epoch < last.epoch:
             raise PeerGone(f"a stale master (epoch {answer.epoch} < {last.epoch})")
+        if self.snapshot_wanted:
+            return SNAPSHOT_OFFSET
         point = truncation_point(local, end, master, answer.master_max)
         if point is None:
             if end == 0 and not local:
-                return 0  # a new node: everything comes from the master
-            raise NeedsSnapshot("no epoch in common with the master")
+                return 0  # a new node: everything comes from the master (or a snapshot)
+            self.want_snapshot("no epoch in common with the master")
+            return SNAPSHOT_OFFSET
         if point < end:
             raise Truncate(point)
         return point
@@ -238,11 +293,11 @@ class Follower:
         return frame
 
     async def _receive_data(
-        self, peer: Peer, writer: ReplicaWriter, wakes: list[trio.Event]
+        self, peer: Peer, writer: ReplicaWriter, wakes: list[trio.Event], frame: object
     ) -> None:
+        """Take DATA frames, `frame` the first of them, until the stream ends."""
         epochs = self.epochs
         while True:
-            frame = await self._receive(peer)
             if not isinstance(frame, Data):
                 raise PeerGone(f"sent {type(frame).__name__} while streaming")
             last = epochs.last
@@ -255,6 +310,7 @@ class Follower:
                 writer.write(frame.offset, frame.payload)
             self.confirm_offset = max(self.confirm_offset, frame.confirm_offset)
             wakes[0].set()
+            frame = await self._receive(peer)
 
     async def _ack(self, peer: Peer, writer: ReplicaWriter, wakes: list[trio.Event]) -> None:
         while True:

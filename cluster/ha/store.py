@@ -67,6 +67,7 @@ class ReplicatedCommitLogStore(CommitLogStore):
     async def open(self, codecs: CodecRegistry) -> None:
         """Open (recovering as usual), then record this master's epoch at the log's end."""
         await super().open(codecs)
+        await trio.to_thread.run_sync(self.epochs.reload)  # a snapshot swapped in at open
         end = self.log.write_offset
         last = self.epochs.last
         if last is None or last.epoch != self.epoch:

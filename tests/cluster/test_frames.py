@@ -16,6 +16,7 @@ import pytest
 
 from herald.cluster.frames import (
     NEED_DATA,
+    SNAPSHOT_OFFSET,
     Ack,
     Acked,
     Acks,
@@ -71,6 +72,7 @@ GOLDEN: list[tuple[str, Frame, str]] = [
     ),
     ("epochs none", Epochs(1, 0, ()), "00000011 02 00000001 0000000000000000 00000000"),
     ("start", Start(4096), "00000009 03 0000000000001000"),
+    ("start asking for a snapshot", Start(SNAPSHOT_OFFSET), "00000009 03 ffffffffffffffff"),
     (
         "data",
         Data(3, 0x1800, 0x2000, 0x1F00, b"abc"),
@@ -218,6 +220,12 @@ def link_pair() -> tuple[FrameConnection, FrameConnection]:
     passes(holder, origin, LINK_HELLO)
     passes(origin, holder, LinkHello("c", "n2", "s"))
     return origin, holder
+
+
+def test_start_asks_for_a_snapshot_with_the_largest_offset() -> None:
+    assert SNAPSHOT_OFFSET == U64_MAX
+    assert Start(SNAPSHOT_OFFSET).wants_snapshot
+    assert not Start(0).wants_snapshot and not Start(U64_MAX - 1).wants_snapshot
 
 
 def test_an_ha_stream_with_a_snapshot_then_data() -> None:
