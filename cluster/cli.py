@@ -204,7 +204,7 @@ cluster.add_command(status)
     multiple=True,
     metavar="SECTION.KEY=VALUE",
     help="A setting for every node's config file (repeatable), e.g. "
-    "commitlog.segment_size=16777216.",
+    "commitlog.segment_size=16777216; NODE:SECTION.KEY=VALUE sets it for that node alone.",
 )
 def dev(root: Path, **kwargs: Any) -> None:
     """Run etcd, a name server and N nodes on loopback until Ctrl-C or SIGTERM.
@@ -213,12 +213,12 @@ def dev(root: Path, **kwargs: Any) -> None:
     the name server and each node's AMQP/MQTT/STOMP/management/cluster ports are), prints
     the same as a table, and on Ctrl-C or SIGTERM stops every process it started.
     """
-    from herald.cluster.dev import DevOptions, group_names, parse_setting, run_dev
+    from herald.cluster.dev import DevOptions, group_names, node_setting, run_dev
 
     options = DevOptions(root=root, **kwargs)
     group_names(options.nodes, options.groups)  # refuse before anything starts
     for setting in options.settings:
-        parse_setting(setting)
+        node_setting(setting, options.nodes)
     run_dev(options, lambda line: click.echo(line, err=True), click.echo)
 
 

@@ -62,6 +62,21 @@ def parse_setting(text: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
+def node_setting(text: str, nodes: int) -> tuple[str, str, str, Any]:
+    """`--set` for one node or all: `n2:cluster.advertise="127.0.0.1:7000"` -> ("n2",
+    "cluster", "advertise", "127.0.0.1:7000"); without a `NODE:` prefix the node is "" (every
+    node). One node's setting is what a test needs to put a proxy on that node's links (its
+    etcd endpoint, its advertised cluster address)."""
+    name, sep, raw = text.partition("=")
+    node, colon, setting = name.partition(":")
+    if not colon:
+        return ("", *parse_setting(text))
+    node = node.strip()
+    if node not in {f"n{i}" for i in range(1, nodes + 1)}:
+        raise DevError(f"--set {text!r}: no node {node!r} (the nodes are n1..n{nodes})")
+    return (node, *parse_setting(f"{setting}{sep}{raw}"))
+
+
 def group_names(nodes: int, groups: int | None) -> list[str]:
     """The group of each node: n1, n2, ... spread round-robin over g1..gG (one group, all
     nodes replicating one master, when `groups` is None)."""
@@ -196,7 +211,8 @@ class DevOptions:
     log_level: str = "warning"
     start_timeout_s: float = 60.0
     settings: tuple[str, ...] = ()
-    """`SECTION.KEY=VALUE` (a TOML value) for every node's config, as `herald run --set`."""
+    """`SECTION.KEY=VALUE` (a TOML value) for every node's config, as `herald run --set`;
+    `NODE:SECTION.KEY=VALUE` for node NODE's alone."""
 
 
 @attrs.define
@@ -340,8 +356,9 @@ class DevCluster:
         if options.replication is not None:
             sections["cluster"]["replication"] = options.replication
         for setting in options.settings:
-            section, key, value = parse_setting(setting)
-            sections.setdefault(section, {})[key] = value
+            node, section, key, value = node_setting(setting, options.nodes)
+            if node in ("", name):
+                sections.setdefault(section, {})[key] = value
         config.write_text(node_config(sections))
         child = Child(name, [*HERALD, "run", "--config", str(config)], self.root / f"{name}.log")
         child.start()

@@ -21,6 +21,7 @@ ends, and the loop decides again.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import logging
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from herald.cluster import keys
-from herald.cluster.controller import GroupState, GroupView
+from herald.cluster.controller import ControllerError, GroupState, GroupView
 from herald.cluster.etcd import EtcdError
 from herald.cluster.ha.gate import ReplicationGate
 from herald.cluster.ha.master import HAMaster
@@ -366,8 +367,14 @@ class Roles:
                     node.claim_lease = claim.lease
                     node.apply_alarm()
                 continue
-            if claim is None and await self._claim_again(view, state):
-                continue
+            if claim is None:
+                if await self._claim_again(view, state):
+                    continue
+                # Not put back: the group moved on since this view (an election won while
+                # the view still showed the claim's DELETE). Read it again, so the refusal
+                # names the new master rather than "its claim expired".
+                with contextlib.suppress(EtcdError, ControllerError):
+                    view = await self.controller.read()
             return await self._refusal(view, state)
         return None
 

@@ -3,16 +3,25 @@ group, a master and its slaves) on the session's etcd, with the group's keys rea
 from etcd (`state`, `wait_state`) and each node's client ports from cluster.json, so a
 workload can follow the master (`master_port`) across failovers. `GroupWatch` reads the same
 keys on one etcd connection, for loops that ask for the master through many failovers.
+
+Links to cut (CLUSTER.md §8.2 scenarios 7, 8): `etcd_links=True` gives each node its own
+`ProxyThread` in front of etcd (`etcd_links[node]`, the node's only `cluster.etcd`);
+`cluster_links=True` puts a `LinkProxyThread` in front of each node's cluster port
+(`cluster_links[node]`, advertised as the node's `cluster.advertise`, so every slave streams
+from a master through the master's proxy, which can cut one slave's stream: `set_cut`). The
+test still reads etcd directly. Both go through `herald cluster dev --set NODE:...`.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import psutil
 import trio
 
 from herald.cluster import keys
@@ -23,7 +32,9 @@ from tests.cluster.harness import (
     etcd_get,
     wait_until,
 )
+from tests.cluster.link_proxy import LinkProxyThread
 from tests.cluster.nodes import cluster_name
+from tests.cluster.proxy import ProxyThread
 
 GROUP = "g1"
 TIMERS = (
@@ -42,7 +53,7 @@ class HACluster:
 
     def __init__(
         self, root: Path, etcd: str, nodes: int = 3, replication: str = "sync",
-        options: Sequence[str] = (),
+        options: Sequence[str] = (), *, etcd_links: bool = False, cluster_links: bool = False,
     ) -> None:  # fmt: skip
         self.cluster = cluster_name()
         self.etcd = etcd
@@ -54,6 +65,12 @@ class HACluster:
              *options),
         )  # fmt: skip
         self.processes: dict[str, NodeProcess] = {}
+        names = [f"n{i}" for i in range(1, nodes + 1)]
+        etcd_port = int(etcd.rstrip("/").rpartition(":")[2])
+        self.etcd_links = {n: ProxyThread(etcd_port) for n in names if etcd_links}
+        self.cluster_links = {
+            n: LinkProxyThread(0, self._owner_of_port) for n in names if cluster_links
+        }
 
     def __enter__(self) -> HACluster:
         self.start()
@@ -63,18 +80,67 @@ class HACluster:
         self.stop()
 
     def start(self) -> None:
-        self.dev.start(WAIT_S)
+        links: list[str] = []
+        for node, proxy in self.etcd_links.items():
+            proxy.start()
+            links += ["--set", f'{node}:cluster.etcd=["http://{proxy.address}"]']
+        for node, link in self.cluster_links.items():
+            link.start()  # forwards nowhere until the node's cluster port is known
+            links += ["--set", f'{node}:cluster.advertise="{link.address}"']
+        self.dev.options = (*self.dev.options, *links)
+        try:
+            self.dev.start(WAIT_S)
+        except BaseException:
+            self._stop_links()
+            raise
         for entry in self.dev.info["nodes"]:
             self.processes[entry["name"]] = self.dev.node(entry["name"])
+        for entry in self.dev.info["nodes"]:  # every owner known before a stream gets through
+            if entry["name"] in self.cluster_links:
+                config = tomllib.loads(Path(entry["config"]).read_text())
+                port = int(config["cluster"]["listen"].rpartition(":")[2])
+                self.cluster_links[entry["name"]].retarget(port)
 
     def stop(self) -> None:
-        """Stop the nodes this test restarted (children of the test), then the dev cluster
-        (which stops the nodes it started)."""
-        for process in self.processes.values():
-            process.resume()  # a paused node must see its SIGTERM
-            if process.process is not None:
-                process.stop()
-        self.dev.stop()
+        """Heal every link, stop the nodes this test restarted (children of the test), then
+        the dev cluster (which stops the nodes it started), then the proxies."""
+        self.heal()
+        try:
+            for process in self.processes.values():
+                process.resume()  # a paused node must see its SIGTERM
+                if process.process is not None:
+                    process.stop()
+            self.dev.stop()
+        finally:
+            self._stop_links()
+
+    def heal(self) -> None:
+        """Every proxied link passes again (so nodes leave etcd cleanly on their way out)."""
+        for proxy in self.etcd_links.values():
+            proxy.set_mode("pass")
+        for link in self.cluster_links.values():
+            link.set_mode("pass")
+            link.set_cut(())
+
+    def _stop_links(self) -> None:
+        for proxy in [*self.etcd_links.values(), *self.cluster_links.values()]:
+            proxy.stop()
+
+    def _owner_of_port(self, port: int) -> str | None:
+        """The node whose socket has local port `port` and dials one of the cluster links:
+        which slave a cluster link's connection comes from."""
+        wanted = {(port, link.port) for link in self.cluster_links.values()}
+        for name, process in list(self.processes.items()):
+            if process.pid is None:
+                continue
+            try:
+                sockets = psutil.Process(process.pid).net_connections("tcp")
+            except psutil.Error:
+                continue
+            for sock in sockets:
+                if sock.laddr and sock.raddr and (sock.laddr.port, sock.raddr.port) in wanted:
+                    return name
+        return None
 
     # -- the group in etcd ---------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:

@@ -82,6 +82,10 @@ def test_order_per_publisher() -> None:
     # an unconfirmed message may leave a gap, a confirmed one may not
     unconfirmed_gap = history(enq("r.0.0"), enq("r.0.1", "info"), enq("r.0.2"))
     assert check(history(unconfirmed_gap, deq("r.0.0"), deq("r.0.2"))).ok
+    # ... or come late (sent on a connection its publisher gave up on), a confirmed one may not
+    assert check(history(unconfirmed_gap, deq("r.0.0"), deq("r.0.2"), deq("r.0.1"))).ok
+    late_confirmed = history(enq("r.0.0"), enq("r.0.1"), deq("r.0.1"), deq("r.0.0"))
+    assert "r.0.0 delivered after r.0.1" in check(late_confirmed).order_problems
     # other publishers interleave freely; a redelivery is not a reorder
     mixed = history(enq("r.0.0"), enq("r.1.0"), enq("r.0.1"))
     assert check(history(mixed, deq("r.1.0"), deq("r.0.0"), deq("r.0.0"), deq("r.0.1"))).ok

@@ -27,7 +27,7 @@ import pytest
 import stomp
 from click.testing import CliRunner
 
-from herald.cluster.dev import parse_setting
+from herald.cluster.dev import node_setting, parse_setting
 from herald.core.cli import main
 from tests.cluster.harness import (
     HERALD,
@@ -236,4 +236,23 @@ def test_set_writes_every_nodes_config_and_refuses_a_bad_one(tmp_path: Path) -> 
     )
     assert result.exit_code == 2
     assert "expected SECTION.KEY=VALUE" in result.output
+    assert not (tmp_path / "D").exists()  # refused before anything started
+
+
+def test_set_for_one_node_and_refuses_an_unknown_node(tmp_path: Path) -> None:
+    """`--set NODE:SECTION.KEY=VALUE` is node NODE's alone (the partition tests put a proxy on
+    one node's links with it: test_ha_partitions.py runs it on real processes)."""
+    assert node_setting('n2:cluster.advertise="127.0.0.1:7000"', 3) == (
+        "n2",
+        "cluster",
+        "advertise",
+        "127.0.0.1:7000",
+    )
+    assert node_setting("commitlog.segment_size=1", 3) == ("", "commitlog", "segment_size", 1)
+    unknown = ["--set", "n3:broker.log_level=info", "--dir", str(tmp_path / "D")]
+    result = CliRunner().invoke(
+        main, ["cluster", "dev", "--nodes", "2", *unknown], prog_name="herald"
+    )
+    assert result.exit_code == 2
+    assert "no node 'n3' (the nodes are n1..n2)" in result.output
     assert not (tmp_path / "D").exists()  # refused before anything started
