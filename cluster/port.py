@@ -72,6 +72,11 @@ class ClusterPort:
         task_status.started(self.advertised)
         await trio.serve_listeners(self._serve, listeners)
 
+    async def _not_master(self, peer: Peer) -> None:
+        master = self.master()
+        where = f": the master is at {master}" if master else ""
+        await peer.send(Refuse(RefuseCode.NOT_MASTER, f"not the master{where}"))
+
     async def _serve(self, stream: trio.SocketStream) -> None:
         peer = Peer(stream, Role.ACCEPTOR, "cluster port peer")
         try:
@@ -83,17 +88,13 @@ class ClusterPort:
                 if handler is not None:
                     await handler.serve(peer, first)
                 else:
-                    master = self.master()
-                    where = f": the master is at {master}" if master else ""
-                    await peer.send(Refuse(RefuseCode.NOT_MASTER, f"not the master{where}"))
+                    await self._not_master(peer)
             elif isinstance(first, LinkHello):
                 origin = self.link()
                 if origin is not None:
                     await origin.serve(peer, first)
                 else:
-                    master = self.master()
-                    where = f": the master is at {master}" if master else ""
-                    await peer.send(Refuse(RefuseCode.NOT_MASTER, f"not the master{where}"))
+                    await self._not_master(peer)
         except* PeerGone as group:
             log.debug("cluster port: %s", "; ".join(map(str, leaves(group))))
         except* Exception:  # one connection's failure must not take the port down

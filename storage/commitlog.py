@@ -415,6 +415,12 @@ class CommitLogStore:
         a swapped queue's messages are read once, when a consumer comes near them)."""
         return self.reader.read_queue(queue_id, first_offset, last_offset, limit, make)
 
+    def read_queue_records(
+        self, queue_id: int, first_offset: int, last_offset: int, limit: int
+    ) -> list[tuple[int, int, bytes]]:
+        """`read_queue`'s live entries as (offset, delivery count, stored record bytes)."""
+        return self.reader.read_queue_records(queue_id, first_offset, last_offset, limit)
+
     def find_by_key(
         self, key: str, begin_ms: int = 0, end_ms: int = 2**62, limit: int = 64
     ) -> list[Message]:

@@ -81,6 +81,26 @@ class QueueReader:
         begin = cq.lower_bound(first_offset, state.low)
         return self._stored(state, cq.collect(begin, last_offset, limit, state.acked), make=make)
 
+    def read_queue_records(
+        self, queue_id: int, first_offset: int, last_offset: int, limit: int
+    ) -> list[tuple[int, int, bytes]]:
+        """(queue offset, delivery count, the message record's bytes as stored) of the live
+        entries in [first_offset, last_offset]: what a shared queue's origin ships to a slot
+        holder, neither decoded nor encoded again here (the holder checks the CRC)."""
+        state = self.state.queues.get(queue_id)
+        if state is None or limit <= 0 or first_offset > last_offset:
+            return []
+        cq = state.cq
+        begin = cq.lower_bound(first_offset, state.low)
+        counts = state.counts
+        out = []
+        for entry in cq.collect(begin, last_offset, limit, state.acked):
+            data = self.log.read(entry[0], entry[1])
+            if data is not None:
+                out.append((entry[5], counts.get(entry[5], 0), bytes(data)))
+        self.record_reads += len(out)
+        return out
+
     def find_by_key(self, key: str, begin_ms: int, end_ms: int, limit: int) -> list[Message]:
         index = self.state.index
         if index is None or limit <= 0:

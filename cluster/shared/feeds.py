@@ -2,9 +2,10 @@
 
 One task per shared queue with local interest (`SharedQueue.wants_slots`) keeps it fed: while
 it holds fewer than `slots_per_queue` slots and its ready count is below half a slot, it
-acquires the oldest free slot (its own group's first), reads the slot's live messages (from
-its own log, or from the origin group's master over the node link) and feeds them to the
-queue. A slot acquired before (gen > 1) comes back flagged redelivered.
+acquires the oldest free slot (its own group's first, unless a remote one has waited a
+second longer), reads the slot's live messages (from its own log, or from the origin group's
+master over the node link) and feeds them to the queue. A slot acquired before (gen > 1)
+comes back flagged redelivered.
 
 Settling a fed entry acks it at its origin: at once in the local log for a local origin, in
 batched ACKS for a remote one. A slot whose every message is settled, and whose acks the
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("herald.cluster.shared")
 
 ORIGIN_BACKOFF_S = 2.0
+STALE_MS = 1000
+"""A remote slot made this much before this node's oldest own slot is taken first: an origin
+whose node has no consumers is not starved (CLUSTER.md §5 "Acquire")."""
 IDLE_S = 1.0
 """A feed looks again at least this often (a slot may have come free unseen)."""
 ACK_BATCH_S = 0.005
@@ -82,6 +86,13 @@ class Feeds:
             if self._nursery is not None:
                 self._nursery.start_soon(self._run_feed, feed)
         feed.wake.set()
+
+    def slots_changed(self, where: tuple[str, str]) -> None:
+        """A slot of the queue was made or came free (the runtime's watch): look now, not
+        at the next idle round."""
+        feed = self.feeds.get(where)
+        if feed is not None:
+            feed.wake.set()
 
     def settled(self, queue: SharedQueue, entry: QueueEntry) -> None:
         feed = self.feeds.get(queue.key)
@@ -173,12 +184,13 @@ class Feeds:
             s for s in runtime.index.free(feed.queue.key)
             if (s.group, s.first) not in feed.held and self.away.get(s.group, 0) <= now
         ]  # fmt: skip
-        if not free:
-            return None
-        wall = runtime.wall_ms()
-        stale = [s for s in free if s.group != runtime.group and wall - s.made_ms > 1000]
         local = [s for s in free if s.group == runtime.group]
-        return (stale or local or free)[0]
+        remote = [s for s in free if s.group != runtime.group]
+        if local and remote:  # its own log first (no link), unless a remote slot waits longer
+            older = remote[0].made_ms + STALE_MS < local[0].made_ms
+            return remote[0] if older else local[0]
+        candidates = local or remote
+        return candidates[0] if candidates else None
 
     async def _read(self, feed: Feed, held: HeldSlot) -> None:
         runtime, queue, slot = self.runtime, feed.queue, held.slot

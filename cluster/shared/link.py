@@ -2,9 +2,10 @@
 them there, over the origin group's master's cluster port.
 
 `LinkOrigin.serve` is the origin's end (the cluster port hands it a LINK_HELLO): READ answers
-ENTRIES with the live messages of an offset range, each as a stored message record (CRC
-checked on arrival); ACKS acks offsets in the origin's log and answers ACKED once those acks
-are durable (flushed, and replicated in sync mode). A node that is not its group's master
+ENTRIES with the live messages of an offset range, each as the message record's bytes as
+stored, neither decoded nor encoded at the origin (the holder decodes it once, CRC checked);
+ACKS acks offsets in the origin's log and answers ACKED once those acks are durable (flushed,
+and replicated in sync mode). A node that is not its group's master
 answers LINK_ERROR NOT_MASTER, so the holder re-resolves the master through etcd.
 
 `LinkPool` is the holder's end: one link per origin group, dialled to the address the group's
@@ -57,17 +58,12 @@ class LinkFailed(Exception):
     """A request on the node link failed; the holder tries again later."""
 
 
-def message_bytes(message: Message) -> bytes:
-    """A message read back from the store, as a record (its raw bytes are always there)."""
-    raw = message.raw
-    if raw is None:
-        raise LinkFailed("a stored message without its bytes")
-    return rec.encode_message(message, raw, (), 0).to_bytes(0)
-
-
 def message_from(data: bytes) -> Message:
+    """A message record as the origin stored it: decoded at the position its header names
+    (the record is not rewritten for the wire), its CRC checked."""
     try:
-        record = rec.decode(data, 0)
+        position = rec.COMMON.unpack_from(data)[3] if len(data) >= rec.COMMON.size else 0
+        record = rec.decode(data, position)
     except rec.RecordError as exc:
         raise LinkFailed(f"ENTRIES carried a bad record: {exc}") from None
     if not isinstance(record, rec.MessageRecord):
@@ -123,14 +119,14 @@ class LinkOrigin:
         runtime, queue = found
         assert queue.store_id is not None
         limit = min(frame.limit, MAX_ENTRIES)
-        stored = runtime.store.read_queue(queue.store_id, frame.first, frame.last, limit + 1)
+        store = runtime.store
+        stored = store.read_queue_records(queue.store_id, frame.first, frame.last, limit + 1)
         entries: list[Entry] = []
         size = 0
-        for item in stored[:limit]:
-            data = message_bytes(item.message)
+        for offset, count, data in stored[:limit]:
             if entries and size + len(data) > frame.max_bytes:
                 break
-            entries.append(Entry(item.queue_offset, item.delivery_count, data))
+            entries.append(Entry(offset, count, data))
             size += len(data)
         return Entries(frame.req, tuple(entries), more=len(entries) < len(stored))
 

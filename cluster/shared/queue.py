@@ -151,15 +151,6 @@ class SharedQueue(Queue):
         if entry.expires_at is not None:
             self.clock.track(entry)
 
-    def purge(self) -> int:
-        entries = [e for e in self.ready if e.state == READY]
-        for entry in entries:
-            entry.state = GONE
-            self._settle(entry)
-        self.ready = self._new_ready_list()
-        self.clock.forget_messages()
-        return len(entries)
-
     def binding_changed(
         self, source: Exchange, routing_key: str, arguments: Mapping[str, Any], *, bound: bool
     ) -> None:

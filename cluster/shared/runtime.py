@@ -161,9 +161,14 @@ class SharedRuntime:
                     continue
                 self.index.apply(event)
                 parsed = keys.parse_shared_key(self.config.name, event.kv.key.decode())
-                if parsed is None or parsed[0] not in ("queues", "bindings"):
+                if parsed is None:
                     continue
                 what, vhost, name, _ = parsed
+                if what in ("slots", "owners"):  # made, or come free
+                    self.feeds.slots_changed((vhost, name))
+                    continue
+                if what not in ("queues", "bindings"):
+                    continue
                 if event.type is EventType.PUT:
                     self.definitions.apply_all()
                 elif what == "queues":

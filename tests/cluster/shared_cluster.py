@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +192,14 @@ class SharedAmqpConsumer(AmqpConsumer):
         finally:
             with contextlib.suppress(Exception):
                 connection.close()
+
+
+def unflagged(duplicated: Iterable[str], consumers: Sequence[SharedAmqpConsumer]) -> list[str]:
+    """Messages delivered n times but flagged redelivered fewer than n - 1 times. Each
+    delivery after the first must be flagged: by the node that had it (a requeue), or by the
+    next holder of its slot (acquired again, gen > 1)."""
+    flags: dict[str, list[bool]] = {}
+    for consumer in consumers:
+        for mid, seen in consumer.flags.items():
+            flags.setdefault(mid, []).extend(seen)
+    return [mid for mid in duplicated if sum(flags[mid]) < len(flags[mid]) - 1]

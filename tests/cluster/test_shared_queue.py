@@ -36,6 +36,7 @@ from tests.cluster.shared_cluster import (
     SharedCluster,
     declare,
     declared,
+    unflagged,
     wait_declared,
 )
 from tests.cluster.workload import (
@@ -396,14 +397,8 @@ def test_kill_9_of_nodes_loses_nothing_and_flags_every_redelivery(
     print(summary)
     assert result.valid, report(result, kills=killed)
     assert not result.body_problems, report(result)
-    flags: dict[str, list[bool]] = {}
-    for consumer in consumers:
-        for mid, seen in consumer.flags.items():
-            flags.setdefault(mid, []).extend(seen)
-    # A message delivered n times came flagged redelivered at least n - 1 times: on the node
-    # that had it (a requeue), or on the next holder of its slot (acquired again, gen > 1).
-    unflagged = [mid for mid in result.duplicated if sum(flags[mid]) < len(flags[mid]) - 1]
-    assert not unflagged, unflagged[:10]
+    missing_flags = unflagged(result.duplicated, consumers)
+    assert not missing_flags, missing_flags[:10]
     per_node = {node: c.count for node, c in zip(shared.names, consumers, strict=True)}
     print("deliveries per node", per_node)
     total = sum(per_node.values())

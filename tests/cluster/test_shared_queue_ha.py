@@ -24,6 +24,7 @@ from tests.cluster.shared_cluster import (
     SharedAmqpPublisher,
     SharedCluster,
     declare,
+    unflagged,
     wait_declared,
 )
 from tests.cluster.workload import History, run_id, run_workload
@@ -87,12 +88,8 @@ def test_kill_9_of_masters_loses_nothing_and_leaves_no_orphan(replicated: Shared
     print(result.summary(kills=kills))
     assert result.valid, report(result, kills=kills)
     assert not result.body_problems, report(result)
-    flags: dict[str, list[bool]] = {}
-    for consumer in consumers:
-        for mid, seen in consumer.flags.items():
-            flags.setdefault(mid, []).extend(seen)
-    unflagged = [mid for mid in result.duplicated if sum(flags[mid]) < len(flags[mid]) - 1]
-    assert not unflagged, unflagged[:10]
+    missing_flags = unflagged(result.duplicated, consumers)
+    assert not missing_flags, missing_flags[:10]
     wait_until(lambda: not cluster.slot_keys("replicated"), "no slot left after the drain")
     swept = sum(cluster.log_of(node).count("made by the sweep") for node in cluster.names)
     print("slots made by the orphan sweep:", swept)
