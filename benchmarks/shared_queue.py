@@ -114,6 +114,11 @@ def main(argv: list[str]) -> dict[str, Any]:
     parser.add_argument("--latency-repeat", type=int, default=3)
     parser.add_argument("--time-limit", type=int, default=900, help="seconds, all in all")
     parser.add_argument("--dir", type=Path, help="keep configs, data and logs here")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="a setting of every cluster node (herald cluster dev --set), e.g. "
+        "cluster.slot_locality_ms=100",
+    )  # fmt: skip
     parser.add_argument("--json-only", action="store_true", help="no progress on stderr")
     args = parser.parse_args(argv)
     groups = sorted({int(g) for g in args.groups.split(",")})
@@ -159,6 +164,8 @@ def start_brokers(
         name = shared_name(count)
         echo(args, f"starting {name}: --nodes {count} --groups {count} under {root / name}")
         options = ["--groups", str(count), "--name", f"sq{count}"]
+        for setting in args.set:
+            options += ["--set", setting]
         group = stack.enter_context(dev_group(root / name, count, options))
         nodes = sorted(group.info["nodes"], key=lambda n: n["name"])
         addresses = [group.amqp(n["name"]) for n in nodes]

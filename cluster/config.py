@@ -155,6 +155,11 @@ class ClusterConfig:
     slot_window: int = attrs.field(default=1000, validator=at_least(1))
     slot_timeout_ms: int = attrs.field(default=100, validator=at_least(1))
     slots_per_queue: int = attrs.field(default=2, validator=at_least(1))
+    slot_locality_ms: int = attrs.field(default=0, validator=at_least(0))
+    """0: a holder takes any free slot, its own group's first (WSO2's balance: a queue's
+    messages spread over every node with consumers). N > 0: another group's slot only once it
+    has waited N ms, so each origin's own consumers take its slots and messages rarely cross
+    the node link (less CPU when every node publishes; less balance when one does)."""
     sweep_interval_s: float = attrs.field(default=60.0, validator=positive)
     """How often a master's orphan sweep looks for stored shared-queue messages no slot covers."""
     mark_recovered_redelivered: bool = True

@@ -68,6 +68,7 @@ class Feed:
         self.by_offset: dict[int, HeldSlot] = {}
         self.wake = trio.Event()
         self.delivered = 0
+        self.from_links = 0  # of them, read from another group's master over the node link
 
 
 class Feeds:
@@ -103,6 +104,8 @@ class Feeds:
             return
         origin_offset = held.entries.pop(entry.offset)
         feed.delivered += 1
+        if held.slot.group != self.runtime.group:
+            feed.from_links += 1
         if held.slot.group == self.runtime.group:
             store = self.runtime.store
             assert queue.store_id is not None
@@ -186,6 +189,10 @@ class Feeds:
         ]  # fmt: skip
         local = [s for s in free if s.group == runtime.group]
         remote = [s for s in free if s.group != runtime.group]
+        locality = runtime.config.slot_locality_ms
+        if locality:  # another group's slot once its own consumers left it waiting
+            wall = runtime.wall_ms()
+            remote = [s for s in remote if wall - s.made_ms >= locality]
         if local and remote:  # its own log first (no link), unless a remote slot waits longer
             older = remote[0].made_ms + STALE_MS < local[0].made_ms
             return remote[0] if older else local[0]

@@ -186,6 +186,7 @@ class SharedRuntime:
                 "ready_here": queue.message_count,
                 "consumers_here": len(queue.consumers),
                 "delivered_here": feed.delivered if feed is not None else 0,
+                "delivered_from_other_groups": feed.from_links if feed is not None else 0,
                 "slots": [s.describe() for s in slots],
                 "free": sum(1 for s in slots if not s.owner),
                 "held_here": len(feed.held) if feed is not None else 0,
