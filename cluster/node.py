@@ -124,6 +124,8 @@ class ClusterNode:
                 self.queues,
                 self.offset,
             )
+            # The Spark pipeline reads a group's log from a node's data dir.
+            self.registrar.data_dir = str(self.data_dir.resolve())
         self.stopping = False
         self._view_changed = trio.Event()
 

@@ -4,7 +4,8 @@ The node registers with **every** configured name server in parallel (one that i
 delays nobody, `nameserver.client.register_all`): at start, once its listeners are bound;
 every `cluster.register_interval_s`; and at once when its role changes. A registration
 carries the node's group, role, epoch, client addresses, commit-log offset (a snapshot: the
-name servers show it as of the node's last registration) and, when its queue table changed
+name servers show it as of the node's last registration), its data dir (for the Spark
+pipeline, which reads a group's commit-log files) and, when its queue table changed
 since the last one, the table (vhost, name, type, durable of every queue that is not
 exclusive); otherwise it is a heartbeat (`queues: null`). A name server that lacks the table
 (it restarted, or missed the change) answers `need_full`, and gets the table at once. A clean
@@ -64,7 +65,8 @@ class Registrar:
 
     `addresses()`, `queues()` and `offset()` are read at each registration (client
     addresses as bound, the queue table and the commit-log offset as they are now); without
-    `offset` the registration sends none.
+    `offset` the registration sends none. `data_dir` (an absolute path, or None: not sent)
+    is the node's to set (node.py).
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class Registrar:
         self.addresses = addresses
         self.queues = queues
         self.offset = offset
+        self.data_dir: str | None = None
         self.data_version = int(time.time() * 1000)
         self.rounds = 0
         self._sent: QueueTable | None = None  # the table sent with `data_version`
@@ -100,6 +103,7 @@ class Registrar:
             addrs=dict(self.addresses()),
             queues=queues,
             offset=None if self.offset is None else self.offset(),
+            data_dir=self.data_dir,
         )
 
     async def register(

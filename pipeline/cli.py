@@ -33,6 +33,23 @@ def _data_dir(value: Path) -> Path:
     return value
 
 
+def _source(data_dir: Path | None, cluster: str | None) -> tuple[Path | None, str | None]:
+    """DATA_DIR or --cluster, exactly one of them."""
+    if (data_dir is None) == (cluster is None):
+        raise click.UsageError("give a DATA_DIR or --cluster CLUSTER_JSON_OR_URL (one of them)")
+    return (None if data_dir is None else _data_dir(data_dir)), cluster
+
+
+def source_arguments(fn: Any) -> Any:
+    """DATA_DIR, or `--cluster` (a cluster.json, its dir, or a name server's URL)."""
+    fn = click.option(
+        "--cluster",
+        help="Read every group of a cluster: its cluster.json (or dir) or http://NAMESERVER.",
+    )(fn)
+    path = click.Path(exists=True, file_okay=False, path_type=Path)
+    return click.argument("data_dir", type=path, required=False)(fn)
+
+
 def _filters(
     destination: str | None, start: str | None, end: str | None, vhost: str | None
 ) -> dict[str, str]:
@@ -48,13 +65,23 @@ def filter_options(fn: Any) -> Any:
     return fn
 
 
-def _run(job: str, data_dir: Path, options: dict[str, str], work: Any, as_json: bool) -> None:
+def _run(
+    job: str,
+    source: tuple[Path | None, str | None],
+    options: dict[str, str],
+    work: Any,
+    as_json: bool,
+) -> None:
     require_spark()
     from herald.pipeline.jobs import Scope
+    from herald.pipeline.options import OptionError
     from herald.pipeline.session import local_session
 
-    scope = Scope(_data_dir(data_dir), options)
-    click.echo(scope.progress(job), err=as_json)
+    scope = Scope(source[0], options, source[1])
+    try:
+        click.echo(scope.progress(job), err=as_json)
+    except OptionError as exc:  # a cluster that cannot be resolved: one clear line
+        raise click.ClickException(str(exc)) from None
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()  # embedded use (tests, notebooks): keep it running
@@ -76,16 +103,18 @@ def _run(job: str, data_dir: Path, options: dict[str, str], work: Any, as_json: 
 
 @click.group(name="pipeline")
 def pipeline() -> None:
-    """Spark jobs over a data dir's commit log (needs pip install 'heraldmq[spark]')."""
+    """Spark jobs over a data dir's commit log, or a cluster's (needs pip install
+    'heraldmq[spark]')."""
 
 
 @pipeline.command()
-@click.argument("data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@source_arguments
 @click.option("--window", default="1 minute", show_default=True, help="Time window (Spark).")
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def stats(
-    data_dir: Path,
+    data_dir: Path | None,
+    cluster: str | None,
     window: str,
     destination: str | None,
     start: str | None,
@@ -98,7 +127,7 @@ def stats(
 
     _run(
         "stats",
-        data_dir,
+        _source(data_dir, cluster),
         _filters(destination, start, end, vhost),
         lambda spark, scope: jobs.stats(spark, scope, window),
         as_json,
@@ -106,7 +135,13 @@ def stats(
 
 
 @pipeline.command()
-@click.argument("data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument(
+    "paths", nargs=-1, required=True, metavar="[DATA_DIR] OUT", type=click.Path(path_type=Path)
+)
+@click.option(
+    "--cluster",
+    help="Read every group of a cluster: its cluster.json (or dir) or http://NAMESERVER.",
+)
 @click.option(
     "--to",
     "fmt",
@@ -115,14 +150,13 @@ def stats(
     show_default=True,
     help="Output format.",
 )
-@click.argument("out", type=click.Path(path_type=Path))
 @click.option("--partition-by", help="A column to partition the output by (e.g. queue).")
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def export(
-    data_dir: Path,
+    paths: tuple[Path, ...],
+    cluster: str | None,
     fmt: str,
-    out: Path,
     partition_by: str | None,
     destination: str | None,
     start: str | None,
@@ -130,12 +164,15 @@ def export(
     vhost: str | None,
     as_json: bool,
 ) -> None:
-    """Write the stored messages to OUT (overwritten)."""
+    """Write the stored messages of DATA_DIR (or --cluster) to OUT (overwritten)."""
     from herald.pipeline import jobs
 
+    if len(paths) > 2:
+        raise click.UsageError("expected [DATA_DIR] OUT")
+    data_dir, out = (None, paths[0]) if len(paths) == 1 else paths
     _run(
         "export",
-        data_dir,
+        _source(data_dir, cluster),
         _filters(destination, start, end, vhost),
         lambda spark, scope: {"exported": jobs.export(spark, scope, out, fmt, partition_by)},
         as_json,
@@ -143,12 +180,13 @@ def export(
 
 
 @pipeline.command()
-@click.argument("data_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@source_arguments
 @click.option("--to", "url", required=True, help="The broker: amqp://user:pass@host:port/vhost")
 @filter_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def replay(
-    data_dir: Path,
+    data_dir: Path | None,
+    cluster: str | None,
     url: str,
     destination: str | None,
     start: str | None,
@@ -161,7 +199,7 @@ def replay(
 
     _run(
         "replay",
-        data_dir,
+        _source(data_dir, cluster),
         _filters(destination, start, end, vhost),
         lambda spark, scope: {"replayed": jobs.replay(spark, scope, url)},
         as_json,

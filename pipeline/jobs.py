@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from herald.pipeline.log_view import open_log
+from herald.pipeline.log_view import LogView, open_log
 from herald.pipeline.options import ReadOptions
 
 PERCENTILES = (0.5, 0.9, 0.99)
@@ -20,27 +20,49 @@ PERCENTILES = (0.5, 0.9, 0.99)
 
 @attrs.frozen
 class Scope:
-    """What a job reads: the data dir and the reader's options (filters)."""
+    """What a job reads: a data dir, or a cluster (its cluster.json or name server URL: every
+    group, with a `group` column), and the reader's options (filters)."""
 
-    data_dir: Path
+    data_dir: Path | None
     options: Mapping[str, str] = attrs.field(factory=dict)
+    cluster: str | None = None
 
     def frame(self, spark: Any) -> Any:
         reader = spark.read.format("herald")
         for key, value in self.options.items():
             reader = reader.option(key, value)
+        if self.cluster is not None:
+            return reader.option("cluster", self.cluster).load()
         return reader.load(str(self.data_dir))
 
     def progress(self, job: str) -> str:
-        """One line saying what the job is about to read."""
-        read = ReadOptions.from_options({"path": str(self.data_dir), **self.options})
-        view = open_log(self.data_dir, read.durable_only)
-        size = view.end - view.start
+        """What the job is about to read: one line, and one more per group of a cluster."""
         filters = ", ".join(f"{k}={v}" for k, v in sorted(self.options.items())) or "none"
-        return (
-            f"herald pipeline {job}: {self.data_dir}: {len(view.segments)} segment(s), "
-            f"log positions {view.start}..{view.end} ({size / 1e6:.1f} MB), filters: {filters}"
-        )
+        if self.cluster is None:
+            assert self.data_dir is not None
+            read = ReadOptions.from_options({"path": str(self.data_dir), **self.options})
+            view = open_log(self.data_dir, read.durable_only)
+            return f"herald pipeline {job}: {self.data_dir}: {_extent(view)}, filters: {filters}"
+        from herald.pipeline.cluster_layout import ClusterOptions, sources
+
+        options = {**self.options, "cluster": self.cluster}
+        read = ReadOptions.from_options(options)
+        chosen = sources(ClusterOptions.from_options(options) or ClusterOptions(self.cluster))
+        head = f"herald pipeline {job}: cluster {self.cluster}: {len(chosen)} group(s)"
+        lines = [f"{head}, filters: {filters}"]
+        for group, node in chosen.items():
+            assert node.data_dir is not None
+            view = open_log(node.data_dir, read.durable_only)
+            lines.append(f"  group {group}: from {node.describe()}: {_extent(view)}")
+        return "\n".join(lines)
+
+
+def _extent(view: LogView) -> str:
+    size = view.end - view.start
+    return (
+        f"{len(view.segments)} segment(s), log positions {view.start}..{view.end} "
+        f"({size / 1e6:.1f} MB)"
+    )
 
 
 def _destinations(df: Any) -> Any:
@@ -56,22 +78,25 @@ def _destinations(df: Any) -> Any:
 
 def stats(spark: Any, scope: Scope, window: str = "1 minute") -> dict[str, list[dict[str, Any]]]:
     """Messages and bytes per destination per store-time window; body size percentiles and
-    publish-to-store latency (store time - born time, ms) per destination."""
+    publish-to-store latency (store time - born time, ms) per destination. For a cluster,
+    per group and destination, and a table of the groups."""
     from pyspark.sql import functions as F
 
-    df = _destinations(scope.frame(spark))
+    frame = scope.frame(spark)
+    keys = ["group", "destination"] if scope.cluster is not None else ["destination"]
+    df = _destinations(frame)
     df = df.withColumn(
         "latency_ms",
         (F.unix_micros("store_time") - F.unix_micros("born_time")) / F.lit(1000.0),
     )
     windows = (
-        df.groupBy(F.window("store_time", window).alias("w"), "destination")
+        df.groupBy(F.window("store_time", window).alias("w"), *keys)
         .agg(F.count("*").alias("messages"), F.sum("stored_size").alias("bytes"))
-        .select(F.col("w.start").alias("window_start"), "destination", "messages", "bytes")
-        .orderBy("window_start", "destination")
+        .select(F.col("w.start").alias("window_start"), *keys, "messages", "bytes")
+        .orderBy("window_start", *keys)
     )
     sizes = (
-        df.groupBy("destination")
+        df.groupBy(*keys)
         .agg(
             F.count("*").alias("messages"),
             F.sum("body_size").alias("body_bytes"),
@@ -79,24 +104,29 @@ def stats(spark: Any, scope: Scope, window: str = "1 minute") -> dict[str, list[
             F.percentile_approx("latency_ms", list(PERCENTILES)).alias("latency_p"),
             F.max("latency_ms").alias("latency_max_ms"),
         )
-        .orderBy("destination")
+        .orderBy(*keys)
     )
     per_destination = []
     for row in sizes.collect():
-        item = {
-            "destination": row["destination"],
-            "messages": row["messages"],
-            "body_bytes": row["body_bytes"],
-        }
+        item = {key: row[key] for key in keys}
+        item.update(messages=row["messages"], body_bytes=row["body_bytes"])
         for p, size, latency in zip(PERCENTILES, row["size_p"], row["latency_p"], strict=True):
             item[f"size_p{int(p * 100)}"] = size
             item[f"latency_p{int(p * 100)}_ms"] = latency
         item["latency_max_ms"] = row["latency_max_ms"]
         per_destination.append(item)
-    return {
+    out = {
         "windows": [r.asDict() for r in windows.collect()],
         "destinations": per_destination,
     }
+    if scope.cluster is not None:  # messages (not per target queue) and log bytes per group
+        groups = frame.groupBy("group").agg(
+            F.count("*").alias("messages"),
+            F.sum("body_size").alias("body_bytes"),
+            F.sum("stored_size").alias("bytes"),
+        )
+        out["groups"] = [r.asDict() for r in groups.orderBy("group").collect()]
+    return out
 
 
 def export(

@@ -99,14 +99,24 @@ class ReadOptions:
     split_bytes: int = SPLIT_BYTES
     batch_rows: int = 65536
     durable_only: bool = False  # stop at the newest checkpoint (fsynced) instead of the tail
+    cluster: str | None = None  # read a cluster's groups instead (cluster_layout.py)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> ReadOptions:
-        path = _get(options, "path")
-        if not path:
-            raise OptionError("format('herald') needs a data dir: .load(DATA_DIR)")
+        path, cluster = _get(options, "path"), _get(options, "cluster")
+        if path and cluster:
+            raise OptionError(
+                "format('herald') reads a data dir (.load(DATA_DIR)) or a cluster "
+                "(.option('cluster', ...).load()), not both"
+            )
+        if not path and not cluster:
+            raise OptionError(
+                "format('herald') needs a data dir: .load(DATA_DIR), or a cluster: "
+                ".option('cluster', 'DIR/cluster.json' or 'http://NAMESERVER').load()"
+            )
         return cls(
-            path=Path(path),
+            path=Path(path or ""),
+            cluster=cluster,
             destinations=_names(options, "destination"),
             vhost=_get(options, "vhost"),
             start_ms=_time(options, "startTime"),

@@ -35,17 +35,26 @@ COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 )
 
 NAMES = tuple(name for name, _, _ in COLUMNS)
+GROUP = "group"
+"""The last column of a cluster's read (`.option("cluster", ...)`): the group's name."""
 
 
-def ddl(body_as_text: bool = False) -> str:
+def ddl(body_as_text: bool = False, group: bool = False) -> str:
     """The Spark schema; with `body_as_text` the body column is STRING (UTF-8, invalid bytes
-    replaced)."""
+    replaced); with `group` (a cluster's read) a last column `group STRING`."""
     parts = []
     for name, sql, _ in COLUMNS:
         if name == "body" and body_as_text:
             sql = "STRING"
         parts.append(f"{name} {sql}")
+    if group:
+        parts.append(f"`{GROUP}` STRING")
     return ", ".join(parts)
+
+
+def with_group(batch: pa.RecordBatch, group: str) -> pa.RecordBatch:
+    """`batch` with the `group` column (one value, repeated) appended."""
+    return batch.append_column(GROUP, pa.repeat(pa.scalar(group), batch.num_rows))
 
 
 def arrow_schema(body_as_text: bool = False) -> pa.Schema:

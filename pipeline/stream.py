@@ -112,7 +112,7 @@ class HeraldStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if end <= begin:
             return offset(max(begin, int(start["offset"])))  # past what retention deleted
         if isinstance(limit, ReadMaxRows):
-            end = advance(view, begin, limit.max_rows, end)
+            end, _ = advance(view, begin, limit.max_rows, end)
         return offset(end)
 
     def _begin(self, view: LogView, position: int) -> int:
@@ -173,19 +173,24 @@ def check_boundary(view: LogView, position: int) -> None:
             f"option startingOffsets: position {position} is outside the log "
             f"[{view.start}, {view.end}]"
         )
+    if not is_boundary(view, position):
+        raise OptionError(f"option startingOffsets: no record starts at log position {position}")
+
+
+def is_boundary(view: LogView, position: int) -> bool:
+    """Whether a record starts at `position` (or it is a segment's start, the log's end, or in
+    a deleted segment: nothing there to contradict it)."""
     size = view.segment_size
-    rel = position % size
-    if position == view.end or rel == 0 or position - rel not in view.segments:
-        return
+    rel = position % size if size > 0 else 0
+    if position >= view.end or rel == 0 or position - rel not in view.segments:
+        return True
     with Segment(view.path_of(position - rel), position - rel) as segment:
-        if valid_size(segment, rel) is None:
-            raise OptionError(
-                f"option startingOffsets: no record starts at log position {position}"
-            )
+        return valid_size(segment, rel) is not None
 
 
-def advance(view: LogView, begin: int, rows: int, end: int) -> int:
-    """The position after the `rows`-th message record from `begin` (or `end`)."""
+def advance(view: LogView, begin: int, rows: int, end: int) -> tuple[int, int]:
+    """(the position after the `rows`-th message record from `begin`, or `end`; how many
+    message records lie between `begin` and it)."""
     size, at, seen = view.segment_size, begin, 0
     while at < end:
         seg = at - at % size
@@ -198,9 +203,9 @@ def advance(view: LogView, begin: int, rows: int, end: int) -> int:
                 if magic == MAGIC_MESSAGE:
                     seen += 1
                     if seen >= rows:
-                        return min(seg + rel + ((length + ALIGN - 1) & ~(ALIGN - 1)), end)
+                        return min(seg + rel + ((length + ALIGN - 1) & ~(ALIGN - 1)), end), seen
         at = next_at
-    return end
+    return end, seen
 
 
 def position_at_time(view: LogView, when_ms: int) -> int:

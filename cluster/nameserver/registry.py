@@ -47,7 +47,9 @@ class Registration:
     """One `POST /v1/register`; `queues` None is a heartbeat (the table did not change).
 
     `offset` is the node's commit-log durable offset (`store.durable_ticket`) when it
-    registered; None when it sent none (a node from before the field existed)."""
+    registered; None when it sent none (a node from before the field existed). `data_dir` is
+    the node's data dir as an absolute path on its machine (None: not sent), for readers of
+    its commit-log files (the Spark pipeline, docs/pipeline.md)."""
 
     cluster: str
     group: str
@@ -58,6 +60,7 @@ class Registration:
     addrs: Mapping[str, str]  # protocol -> "host:port" (amqp, mqtt, stomp, management, ...)
     queues: tuple[QueueInfo, ...] | None = None
     offset: int | None = None
+    data_dir: str | None = None
 
 
 @attrs.frozen
@@ -126,6 +129,7 @@ class NodeView:
     addrs: Mapping[str, str]
     last_seen_ms_ago: int
     offset: int | None = None  # as of the last registration (None: the node sent none)
+    data_dir: str | None = None  # the node's data dir on its machine (None: not sent)
 
 
 @attrs.frozen
@@ -238,6 +242,7 @@ class RouteRegistry:
                     n.reg.addrs,
                     max(0, round((now - n.last_seen) * 1000)),
                     n.reg.offset,
+                    n.reg.data_dir,
                 )
                 for n in sorted(group.nodes.values(), key=lambda n: n.reg.node)
             )

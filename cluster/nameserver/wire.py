@@ -17,6 +17,7 @@ from herald.cluster.nameserver.registry import (
 )
 
 MAX_NAME = 255
+MAX_PATH = 4096  # PATH_MAX on Linux
 
 
 class BadRequest(ValueError):
@@ -49,6 +50,16 @@ def _offset(data: Mapping[str, Any]) -> int | None:
     if data.get("offset") is None:
         return None
     return _int(data, "offset")
+
+
+def _data_dir(data: Mapping[str, Any]) -> str | None:
+    """`data_dir`: optional (None when absent or null), else an absolute path."""
+    value = data.get("data_dir")
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.startswith("/") or len(value) > MAX_PATH:
+        raise BadRequest("data_dir", f"an absolute path of at most {MAX_PATH} characters")
+    return value
 
 
 def _addr(value: Any, field: str) -> str:
@@ -109,6 +120,7 @@ def parse_registration(data: Any) -> Registration:
         addrs=checked,
         queues=_queues(data.get("queues")),
         offset=_offset(data),
+        data_dir=_data_dir(data),
     )
 
 
@@ -136,6 +148,7 @@ def registration_json(reg: Registration) -> dict[str, Any]:
         "addrs": dict(reg.addrs),
         "queues": queues,
         "offset": reg.offset,
+        "data_dir": reg.data_dir,
     }
 
 
@@ -170,6 +183,7 @@ def cluster_json(version: int, groups: tuple[GroupView, ...]) -> dict[str, Any]:
                         "addrs": dict(n.addrs),
                         "last_seen_ms_ago": n.last_seen_ms_ago,
                         "offset": n.offset,
+                        "data_dir": n.data_dir,
                     }
                     for n in g.nodes
                 ],
