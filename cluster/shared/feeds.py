@@ -82,7 +82,7 @@ class Feeds:
     # -- from the queue (synchronous, on its hot path) ------------------------------------------
     def wake(self, queue: SharedQueue) -> None:
         feed = self.feeds.get(queue.key)
-        if feed is None:
+        if feed is None or feed.queue is not queue:  # new, or declared again after a delete
             feed = self.feeds[queue.key] = Feed(queue)
             if self._nursery is not None:
                 self._nursery.start_soon(self._run_feed, feed)
@@ -153,6 +153,8 @@ class Feeds:
                 break
             if not feed.held and not feed.queue.wants_slots():
                 await runtime.index.wait_changed(IDLE_S)
+        if self.feeds.get(feed.queue.key) is feed:
+            del self.feeds[feed.queue.key]
 
     async def _fill(self, feed: Feed) -> None:
         runtime, queue = self.runtime, feed.queue

@@ -209,6 +209,30 @@ def test_ttl_and_dead_lettering_work_on_the_node_that_delivers(shared: SharedClu
     assert sorted(dead) == sorted(f"m{i}".encode() for i in range(10))
 
 
+def _get_body(channel: pika.adapters.blocking_connection.BlockingChannel, queue: str) -> bytes:
+    return channel.basic_get(queue, auto_ack=True)[2] or b""
+
+
+def test_a_shared_queue_deleted_and_declared_again_delivers_again(shared: SharedCluster) -> None:
+    n1, n2, n3 = shared.names
+    for round_ in range(2):
+        declare(shared.port(n1), "again")
+        wait_declared([shared.port(n2), shared.port(n3)], "again")
+        connection = pika.BlockingConnection(amqp_parameters(shared.port(n2)))
+        channel = connection.channel()
+        channel.confirm_delivery()
+        channel.basic_publish("", "again", f"round {round_}".encode())
+        getter = pika.BlockingConnection(amqp_parameters(shared.port(n3)))
+        reader = getter.channel()
+        body = wait_until(functools.partial(_get_body, reader, "again"), "the message")
+        assert body == f"round {round_}".encode()
+        getter.close()
+        channel.queue_delete("again")  # on n2: gone everywhere, slots included
+        connection.close()
+        wait_until(lambda: "queues/%2F/again" not in shared.shared_keys(), "deleted in etcd")
+        wait_until(lambda: not declared(shared.port(n3), "again"), "deleted on n3")
+
+
 def _routes(port: int, exchange: str, routing_key: str) -> bool:
     """Whether a mandatory publish to `exchange` on the node at `port` reaches a queue."""
     connection = pika.BlockingConnection(amqp_parameters(port))
