@@ -15,6 +15,7 @@ test still reads etcd directly. Both go through `herald cluster dev --set NODE:.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import tomllib
 from collections.abc import Callable, Sequence
@@ -175,6 +176,20 @@ class HACluster:
     def port(self, node: str, protocol: str = "amqp") -> int:
         entry = next(n for n in self.dev.info["nodes"] if n["name"] == node)
         return int(str(entry["addrs"][protocol]).rpartition(":")[2])
+
+    def wait_serving(self, node: str, protocol: str = "amqp", timeout: float = WAIT_S) -> None:
+        """Until `node`'s client port accepts connections: etcd names a new master when it is
+        elected, a moment before its broker has opened its store and bound its ports."""
+        port = self.port(node, protocol)
+
+        def accepting() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1.0).close()
+            except OSError:
+                return False
+            return True
+
+        wait_until(accepting, f"{node}'s {protocol} port", timeout)
 
     def master_port(self, protocol: str = "amqp") -> Callable[[], int]:
         """A callable for workloads: the port of whichever node etcd names master now."""

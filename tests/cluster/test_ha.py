@@ -173,4 +173,5 @@ def test_a_node_elected_but_unable_to_serve_steps_down(group: HACluster) -> None
     log = group.log_of(first)
     if "elected master" in log:  # it ranks first (its name), unless its log was behind
         assert "cannot serve as master" in log and "steps down" in log
+    group.wait_serving(second)
     assert sorted(drain(group.port(second))) == sorted(confirmed)
