@@ -45,11 +45,11 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import psutil
 from _common import Address, cpu_seconds, header, medians
@@ -103,12 +103,34 @@ class ThreadCpu(psutil.Process):
         return coarse._replace(user=self._seen_ns / 1e9, system=0.0)
 
 
+T = TypeVar("T")
+
+
 class Interrupted(BaseException):
     """SIGTERM or the time limit: unwind through every clean-up, like Ctrl-C."""
 
 
 def _interrupt(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted("--time-limit" if signum == signal.SIGALRM else signal.Signals(signum).name)
+
+
+def bounded(time_limit: int, work: Callable[[ExitStack], T]) -> T:
+    """`work(stack)` with SIGTERM and `time_limit` seconds raising `Interrupted`; then the
+    stack's clean-up, which a second Ctrl-C or SIGTERM does not cut short (it is bounded).
+    The cluster benchmarks run their brokers this way."""
+    stack = ExitStack()
+    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGALRM)}
+    signal.alarm(time_limit)
+    try:
+        return work(stack)
+    finally:
+        signal.alarm(0)
+        quiet = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            stack.close()
+        finally:
+            for s, handler in {**quiet, **previous}.items():
+                signal.signal(s, handler)
 
 
 def echo(args: argparse.Namespace, line: str) -> None:
@@ -280,21 +302,13 @@ def main(argv: list[str]) -> dict[str, Any]:
 
     head = header("cluster_overhead", ["pika"], args)
     head["settings"] = {**head["settings"], "dir": args.dir and str(args.dir), **WORKLOAD}
-    stack = ExitStack()
-    previous = {s: signal.signal(s, _interrupt) for s in (signal.SIGTERM, signal.SIGALRM)}
-    signal.alarm(args.time_limit)
-    try:
+
+    def work(stack: ExitStack) -> list[dict[str, Any]]:
         rounds = measure(args, stack)
         echo(args, "stopping the brokers and the cluster")
-    finally:
-        signal.alarm(0)
-        quiet = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:  # a second Ctrl-C must not cut the clean-up short (it is bounded)
-            stack.close()
-        finally:
-            for s, handler in {**quiet, **previous}.items():
-                signal.signal(s, handler)
-    return summary(head, rounds)
+        return rounds
+
+    return summary(head, bounded(args.time_limit, work))
 
 
 def measure(args: argparse.Namespace, stack: ExitStack) -> list[dict[str, Any]]:

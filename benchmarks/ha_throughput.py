@@ -66,6 +66,7 @@ from cluster_overhead import (
     Interrupted,
     ThreadCpu,
     accepts,
+    bounded,
     standalone,
 )
 
@@ -112,20 +113,13 @@ def main(argv: list[str]) -> dict[str, Any]:
 
     head = header("ha_throughput", ["pika"], args)
     head["settings"] = {**head["settings"], "dir": args.dir and str(args.dir)}
-    stack = ExitStack()
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGALRM)}
-    signal.alarm(args.time_limit)
-    try:
-        runs, latency = measure(args, sizes, stack)
+
+    def work(stack: ExitStack) -> Any:
+        measured = measure(args, sizes, stack)
         echo(args, "stopping the brokers")
-    finally:
-        signal.alarm(0)
-        quiet = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:  # a second Ctrl-C must not cut the clean-up short (it is bounded)
-            stack.close()
-        finally:
-            for s, handler in {**quiet, **previous}.items():
-                signal.signal(s, handler)
+        return measured
+
+    runs, latency = bounded(args.time_limit, work)
     return summary(head, sizes, runs, latency)
 
 

@@ -49,7 +49,6 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
 import sys
 import tempfile
@@ -66,8 +65,8 @@ import psutil
 from _common import Address, header
 from _ha_group import dev_group
 from _shared_clients import Clients, run_clients, spread
-from cluster_overhead import SCHEDSTAT, Interrupted, ThreadCpu, accepts, standalone
-from ha_throughput import echo, interrupt
+from cluster_overhead import SCHEDSTAT, Interrupted, ThreadCpu, accepts, bounded, standalone
+from ha_throughput import echo
 
 from herald.cluster.config import ClusterConfig
 
@@ -133,20 +132,13 @@ def main(argv: list[str]) -> dict[str, Any]:
     head = header("shared_queue", ["pika"], args)
     head["settings"] = {**head["settings"], "dir": args.dir and str(args.dir)}
     head["cpu_count"] = os.cpu_count()
-    stack = ExitStack()
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGALRM)}
-    signal.alarm(args.time_limit)
-    try:
-        runs, latency = measure(args, groups, stack)
+
+    def work(stack: ExitStack) -> Any:
+        measured = measure(args, groups, stack)
         echo(args, "stopping the brokers")
-    finally:
-        signal.alarm(0)
-        quiet = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:  # a second Ctrl-C must not cut the clean-up short (it is bounded)
-            stack.close()
-        finally:
-            for s, handler in {**quiet, **previous}.items():
-                signal.signal(s, handler)
+        return measured
+
+    runs, latency = bounded(args.time_limit, work)
     return summary(head, groups, runs, latency)
 
 
