@@ -156,42 +156,23 @@ def declared(port: int, queue: str) -> bool:
 
 
 class SharedAmqpPublisher(AmqpPublisher):
-    def connect(self) -> None:
-        self.connection = pika.BlockingConnection(amqp_parameters(self.port))
-        self.channel = self.connection.channel()
-        self.channel.queue_declare(self.queue, durable=True, arguments=SHARED)
-        self.channel.confirm_delivery()
+    arguments = SHARED
 
 
 class SharedAmqpConsumer(AmqpConsumer):
-    """Consumes with prefetch 50 and notes each delivery's message id and redelivered flag
+    """Declares the queue shared and notes each delivery's message id and redelivered flag
     (`flags`: id -> list of flags, in delivery order)."""
+
+    arguments = SHARED
 
     def __init__(self, history: History, port: Any, queue_name: str, **kwargs: Any) -> None:
         super().__init__(history, port, queue_name, **kwargs)
         self.flags: dict[str, list[bool]] = {}
         self.count = 0
 
-    def consume(self) -> None:
-        connection = pika.BlockingConnection(amqp_parameters(self.port))
-        try:
-            channel = connection.channel()
-            channel.queue_declare(self.queue, durable=True, arguments=SHARED)
-            channel.basic_qos(prefetch_count=50)
-            self.ready.set()
-            for method, props, body in channel.consume(self.queue, inactivity_timeout=0.1):
-                if method is not None:
-                    self.received(body)
-                    self.count += 1
-                    self.flags.setdefault(props.message_id, []).append(method.redelivered)
-                    channel.basic_ack(method.delivery_tag)
-                if self.done():
-                    break
-            with contextlib.suppress(Exception):
-                channel.cancel()
-        finally:
-            with contextlib.suppress(Exception):
-                connection.close()
+    def noted(self, method: Any, properties: Any) -> None:
+        self.count += 1
+        self.flags.setdefault(properties.message_id, []).append(method.redelivered)
 
 
 def unflagged(duplicated: Iterable[str], consumers: Sequence[SharedAmqpConsumer]) -> list[str]:

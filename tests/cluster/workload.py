@@ -224,11 +224,13 @@ def amqp_parameters(port: int, heartbeat: int = 2) -> pika.ConnectionParameters:
 
 class AmqpPublisher(Publisher):
     kind = "amqp"
+    arguments: dict[str, Any] | None = None
+    """The queue's declaration arguments (a subclass's: x-queue-type)."""
 
     def connect(self) -> None:
         self.connection = pika.BlockingConnection(amqp_parameters(self.port))
         self.channel = self.connection.channel()
-        self.channel.queue_declare(self.queue, durable=True)
+        self.channel.queue_declare(self.queue, durable=True, arguments=self.arguments)
         self.channel.confirm_delivery()
 
     def publish(self, mid: str, body: bytes) -> None:
@@ -399,17 +401,23 @@ class Consumer(Worker):
 
 class AmqpConsumer(Consumer):
     kind = "amqp"
+    arguments: dict[str, Any] | None = None
+    """The queue's declaration arguments (a subclass's: x-queue-type)."""
+
+    def noted(self, method: Any, properties: Any) -> None:
+        """Each delivery, before its ack (a subclass notes its flags)."""
 
     def consume(self) -> None:
         connection = pika.BlockingConnection(amqp_parameters(self.port))
         try:
             channel = connection.channel()
-            channel.queue_declare(self.queue, durable=True)
+            channel.queue_declare(self.queue, durable=True, arguments=self.arguments)
             channel.basic_qos(prefetch_count=50)
             self.ready.set()
-            for method, _props, body in channel.consume(self.queue, inactivity_timeout=0.1):
+            for method, props, body in channel.consume(self.queue, inactivity_timeout=0.1):
                 if method is not None:
                     self.received(body)
+                    self.noted(method, props)
                     channel.basic_ack(method.delivery_tag)
                 if self.done():
                     break
