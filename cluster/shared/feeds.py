@@ -42,7 +42,8 @@ whose node has no consumers is not starved (CLUSTER.md §5 "Acquire")."""
 IDLE_S = 1.0
 """A feed looks again at least this often (a slot may have come free unseen)."""
 ACK_BATCH_S = 0.005
-MAX_READ_BYTES = 8 << 20
+MAX_READ_BYTES = 1 << 19
+"""Per READ: one ENTRIES frame's worth (link.ENTRIES_BUDGET); a slot is read in parts."""
 
 
 @attrs.define(eq=False)

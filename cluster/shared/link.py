@@ -52,6 +52,9 @@ log = logging.getLogger("herald.cluster.shared")
 REQUEST_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 2.0
 MAX_ENTRIES = 4096
+ENTRIES_BUDGET = 1 << 19
+"""The most record bytes one ENTRIES carries (a frame holds at most 1 MiB + 64: MAX_FRAME);
+a larger READ is answered in parts (`more`)."""
 
 
 class LinkFailed(Exception):
@@ -123,8 +126,9 @@ class LinkOrigin:
         stored = store.read_queue_records(queue.store_id, frame.first, frame.last, limit + 1)
         entries: list[Entry] = []
         size = 0
+        budget = min(frame.max_bytes, ENTRIES_BUDGET)
         for offset, count, data in stored[:limit]:
-            if entries and size + len(data) > frame.max_bytes:
+            if entries and size + len(data) > budget:
                 break
             entries.append(Entry(offset, count, data))
             size += len(data)

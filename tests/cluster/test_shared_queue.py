@@ -235,6 +235,31 @@ def test_a_shared_queue_deleted_and_declared_again_delivers_again(shared: Shared
         wait_until(lambda: not declared(shared.port(n3), "again"), "deleted on n3")
 
 
+def test_a_slot_larger_than_a_frame_crosses_the_link_in_parts(shared: SharedCluster) -> None:
+    n1, n2, _ = shared.names
+    declare(shared.port(n1), "large")
+    wait_declared([shared.port(n2)], "large")
+    connection = pika.BlockingConnection(amqp_parameters(shared.port(n1)))
+    channel = connection.channel()  # no confirms: all within one slot_timeout_ms
+    bodies = [bytes([i]) * 65536 for i in range(40)]  # 2.6 MB in one slot of n1's
+    for body in bodies:
+        channel.basic_publish("", "large", body, pika.BasicProperties(delivery_mode=2))
+    connection.close()
+    got: list[bytes] = []
+    reader = pika.BlockingConnection(amqp_parameters(shared.port(n2)))
+    getter = reader.channel()
+
+    def drained() -> bool:
+        body = _get_body(getter, "large")
+        if body:
+            got.append(body)
+        return len(got) >= len(bodies)
+
+    wait_until(drained, "40 messages of 64 KiB read on n2")
+    reader.close()
+    assert sorted(got) == sorted(bodies)
+
+
 def _routes(port: int, exchange: str, routing_key: str) -> bool:
     """Whether a mandatory publish to `exchange` on the node at `port` reaches a queue."""
     connection = pika.BlockingConnection(amqp_parameters(port))
